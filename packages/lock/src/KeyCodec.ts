@@ -1,0 +1,149 @@
+/**
+ * How a lock key of any type becomes the text stored in Redis.
+ *
+ * Every process that protects the same resource must use the same namespace and a codec that maps
+ * equal keys to equal text; that is all a codec promises. The text is then escaped and wrapped in a
+ * cluster hash tag by the lock itself, so a codec never has to care about `{`, `}` or `:`.
+ *
+ * Codecs reject keys they cannot encode faithfully (an empty key, a string with lone surrogates, a
+ * non-integer number) with a reason, which the lock reports as `InvalidArgument` for that call.
+ *
+ * @since 0.1.0
+ */
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+
+/**
+ * @category type IDs
+ * @since 0.1.0
+ */
+export const TypeId: TypeId = "~@sage/lock/KeyCodec"
+
+/**
+ * @category type IDs
+ * @since 0.1.0
+ */
+export type TypeId = "~@sage/lock/KeyCodec"
+
+/**
+ * A codec from keys of type `K` to their canonical text.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface KeyCodec<in K> {
+  readonly [TypeId]: TypeId
+  /** A short name used in error messages, e.g. `"string"`. */
+  readonly name: string
+  /** The canonical text of a key, or the reason it cannot be encoded. */
+  readonly encode: (key: K) => Result.Result<string, string>
+}
+
+/**
+ * Builds a codec from a function that returns the canonical text, or fails with a reason.
+ *
+ * @example
+ * ```ts
+ * import { Result } from "effect"
+ * import { KeyCodec } from "@sage/lock"
+ *
+ * const tenantJob = KeyCodec.make<{ tenant: string; job: string }>("tenant-job", (k) =>
+ *   Result.succeed(`${k.tenant.length}:${k.tenant}/${k.job}`))
+ * ```
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = <K>(name: string, encode: (key: K) => Result.Result<string, string>): KeyCodec<K> => ({
+  [TypeId]: TypeId,
+  name,
+  encode
+})
+
+const nonEmpty = (text: string): Result.Result<string, string> =>
+  text.length === 0 ? Result.fail("a lock key must not be empty") : Result.succeed(text)
+
+/**
+ * The default codec: the string itself. Rejects the empty string and strings that are not well
+ * formed UTF-16 (lone surrogates), which UTF-8 could not store faithfully.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const string: KeyCodec<string> = make("string", (key) =>
+  typeof key !== "string"
+    ? Result.fail(`expected a string, got ${typeof key}`)
+    : key.isWellFormed()
+      ? nonEmpty(key)
+      : Result.fail("the string contains lone surrogates and has no faithful UTF-8 form")
+)
+
+/**
+ * Integers (`number` or `bigint`) as canonical decimal text, so `42`, `42n` and `42.0` are one key.
+ * Rejects fractions, NaN, infinities and unsafe integers (which would round to a neighbour).
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const integer: KeyCodec<number | bigint> = make("integer", (key) => {
+  if (typeof key === "bigint") return Result.succeed(key.toString())
+  if (typeof key !== "number") return Result.fail(`expected a number or bigint, got ${typeof key}`)
+  if (!Number.isSafeInteger(key)) return Result.fail("expected a safe integer")
+  return Result.succeed(Object.is(key, -0) ? "0" : key.toString())
+})
+
+const hex = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"))
+
+/**
+ * Raw bytes as lowercase hexadecimal, so any byte sequence (including invalid UTF-8) is a distinct,
+ * printable key. Rejects empty arrays.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const bytes: KeyCodec<Uint8Array> = make("bytes", (key) => {
+  if (!(key instanceof Uint8Array)) return Result.fail("expected a Uint8Array")
+  let text = ""
+  for (const byte of key) text += hex[byte]
+  return nonEmpty(text)
+})
+
+/**
+ * Any value described by an Effect `Schema`, encoded to its JSON form and printed canonically
+ * (object keys sorted), so two equal values always give the same key whatever their property order.
+ *
+ * **Gotchas**
+ * Changing the schema's encoded form changes the keys: all processes must deploy the same schema.
+ *
+ * @example
+ * ```ts
+ * import { Schema } from "effect"
+ * import { KeyCodec, Lock } from "@sage/lock"
+ *
+ * const AccountKey = Schema.Struct({ bank: Schema.String, account: Schema.Number })
+ * const accounts = Lock.make({ keyCodec: KeyCodec.schema(AccountKey) })
+ * ```
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const schema = <S extends Schema.Top & { readonly EncodingServices: never }>(self: S): KeyCodec<S["Type"]> => {
+  const encode = Schema.encodeUnknownResult(Schema.toCodecJson(self))
+  return make("schema", (key) =>
+    Result.match(encode(key), {
+      onFailure: (error) => Result.fail(`the key does not match the schema: ${error.message}`),
+      onSuccess: (json) => nonEmpty(canonicalJson(json))
+    })
+  )
+}
+
+const canonicalJson = (value: unknown): string => {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  if (value !== null && typeof value === "object") {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+    return `{${entries.join(",")}}`
+  }
+  return JSON.stringify(value) ?? "null"
+}

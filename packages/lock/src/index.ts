@@ -1,0 +1,20 @@
+/**
+ * @sage/lock: distributed locks for Effect programs on Redis and Valkey.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as KeyCodec from "./KeyCodec.ts"
+
+/** @since 0.1.0 */
+export * as Lock from "./Lock.ts"
+
+/** @since 0.1.0 */
+export * as LockBackend from "./LockBackend.ts"
+
+/** @since 0.1.0 */
+export * as LockError from "./LockError.ts"
+
+/** @since 0.1.0 */
+export * as LockScripts from "./LockScripts.ts"

@@ -1,0 +1,13 @@
+// The only place that knows the Redis key format: `<namespace>:{<escaped key>}`.
+//
+// The braces are a Cluster hash tag, so any companion key of the same lock (`<...>}:fence`) hashes to
+// the same slot. The tag is the text between the first `{` and the first `}` after it, so the key
+// text must contain neither brace, and must not be empty (an empty tag `{}` disables tagging and
+// would scatter a lock's keys). Escaping `%`, `{` and `}` as `%25`, `%7B`, `%7D` keeps the mapping
+// one-to-one. Namespaces are validated to contain no braces, so they never shorten the tag.
+
+const escapes: Record<string, string> = { "%": "%25", "{": "%7B", "}": "%7D" }
+
+/** The hash-tagged Redis key for a namespace and the codec's (non-empty) text. */
+export const lockKey = (namespace: string, encoded: string): string =>
+  `${namespace}:{${encoded.replace(/[%{}]/g, (c) => escapes[c]!)}}`

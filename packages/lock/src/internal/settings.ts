@@ -1,0 +1,102 @@
+// Options are validated and normalised once, when a lock client is made; per-call arguments
+// (`waitTimeout`, the key) are validated on each call. Every rejection names the field and value.
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { InvalidArgument } from "../LockError.ts"
+
+/** The smallest lease accepted: below it, one round trip can eat the whole lease. */
+export const minimumLeaseMillis = 30
+
+export const defaultLeaseMillis = 30_000
+export const defaultNamespace = "lock"
+
+/** The longest a release may take before it is abandoned (the lease frees the key anyway). */
+export const releaseTimeoutMillis = 1_000
+
+/** `tryWithLock` retries temporary failures for about this long (bounded by the usable lease). */
+export const tryBudgetMillis = 1_000
+
+export interface Settings {
+  readonly leaseMillis: number
+  readonly namespace: string
+  readonly replicaAcknowledgement: boolean
+  /** Renew this long after the last successful request was sent. */
+  readonly renewEveryMillis: number
+  /** The part of the lease the client relies on: lease minus a safety margin. */
+  readonly usableLeaseMillis: number
+}
+
+const render = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value)
+  if (typeof value === "bigint") return `${value}n`
+  if (Duration.isDuration(value)) return Duration.format(value)
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+export const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
+  new InvalidArgument({ field, value: render(value), reason })
+
+/** A finite, positive duration in milliseconds, or `InvalidArgument` naming the field. */
+export const positiveMillis = (field: string, input: unknown): Effect.Effect<number, InvalidArgument> => {
+  if (typeof input === "number" && Number.isNaN(input)) {
+    return Effect.fail(invalid(field, input, "NaN is not a duration"))
+  }
+  let decoded: Option.Option<Duration.Duration>
+  try {
+    decoded = Duration.fromInput(input as Duration.Input)
+  } catch {
+    decoded = Option.none()
+  }
+  if (Option.isNone(decoded)) {
+    return Effect.fail(invalid(field, input, "not a duration (try a number of milliseconds or \"2 seconds\")"))
+  }
+  const duration = decoded.value
+  if (!Duration.isFinite(duration)) return Effect.fail(invalid(field, input, "must be finite"))
+  if (!Duration.isPositive(duration)) return Effect.fail(invalid(field, input, "must be positive"))
+  return Effect.succeed(Duration.toMillis(duration))
+}
+
+/** The safety margin kept off the lease: 2 ms plus 5%, covering clock-rate drift and scheduling. */
+export const safetyMarginMillis = (leaseMillis: number): number => 2 + leaseMillis * 0.05
+
+export interface SettingsInput {
+  readonly leaseDuration?: Duration.Input | undefined
+  readonly namespace?: string | undefined
+  readonly replicaAcknowledgement?: boolean | undefined
+}
+
+export const makeSettings = Effect.fnUntraced(function* (options: SettingsInput) {
+  const leaseMillis =
+    options.leaseDuration === undefined
+      ? defaultLeaseMillis
+      : Math.ceil(yield* positiveMillis("leaseDuration", options.leaseDuration))
+  if (leaseMillis < minimumLeaseMillis) {
+    return yield* invalid("leaseDuration", options.leaseDuration, `must be at least ${minimumLeaseMillis} ms`)
+  }
+  const namespace = options.namespace ?? defaultNamespace
+  if (typeof namespace !== "string" || namespace.length === 0) {
+    return yield* invalid("namespace", namespace, "must be a non-empty string")
+  }
+  if (/[{}]/.test(namespace)) {
+    return yield* invalid("namespace", namespace, "must not contain '{' or '}' (they would change the hash tag)")
+  }
+  if (!namespace.isWellFormed()) {
+    return yield* invalid("namespace", namespace, "contains lone surrogates")
+  }
+  const replicaAcknowledgement = options.replicaAcknowledgement ?? true
+  if (typeof replicaAcknowledgement !== "boolean") {
+    return yield* invalid("replicaAcknowledgement", replicaAcknowledgement, "must be a boolean")
+  }
+  return {
+    leaseMillis,
+    namespace,
+    replicaAcknowledgement,
+    renewEveryMillis: leaseMillis / 3,
+    usableLeaseMillis: leaseMillis - safetyMarginMillis(leaseMillis)
+  } satisfies Settings
+})

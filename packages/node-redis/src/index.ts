@@ -1,0 +1,8 @@
+/**
+ * @sage/lock-node-redis: node-redis backends for @sage/lock.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as NodeRedisBackend from "./NodeRedisBackend.ts"

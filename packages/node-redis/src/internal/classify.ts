@@ -1,0 +1,101 @@
+// The one place that decides, from a node-redis failure, whether the lock may retry it.
+//
+// Server replies are classified by their first word only: message texts differ between Redis 7,
+// Redis 8 and Valkey ("NOPERM this user has no permissions..." vs "NOPERM User x has no..."), the
+// first word does not. The one exception is `ERR max number of clients reached`, a temporary
+// refusal that shares the generic `ERR` prefix with permanent errors.
+import { RedisError } from "@sage/lock/LockError"
+import {
+  ClientClosedError,
+  ClientOfflineError,
+  ConnectionTimeoutError,
+  ErrorReply,
+  ReconnectStrategyError,
+  SocketClosedUnexpectedlyError,
+  SocketTimeoutError,
+  TimeoutError
+} from "redis"
+
+/** Error replies that mean "not now": loading, busy, failing over, resharding, replicas lagging. */
+const temporaryReplies: ReadonlySet<string> = new Set([
+  "LOADING",
+  "BUSY",
+  "MASTERDOWN",
+  "READONLY",
+  "NOREPLICAS",
+  "TRYAGAIN",
+  "CLUSTERDOWN",
+  "MOVED",
+  "ASK"
+])
+
+/** Socket error codes from Node that mean the connection failed, not the command. */
+const connectionCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTCONN",
+  "EAI_AGAIN"
+])
+
+const firstWord = (message: string): string => message.split(" ", 1)[0] ?? ""
+
+/** The first word of a server reply, e.g. `"NOPERM"` for `"NOPERM this user has..."`. */
+export const replyCode = firstWord
+
+/** Whether an error reply is a temporary refusal that the lock may retry. */
+export const isTemporaryReply = (message: string): boolean =>
+  temporaryReplies.has(firstWord(message)) || message.startsWith("ERR max number of clients reached")
+
+const make = (
+  command: string,
+  fields: Pick<RedisError, "kind" | "code" | "reply" | "retryable" | "mayHaveExecuted">,
+  cause: unknown
+): RedisError => new RedisError({ command, ...fields, cause })
+
+/**
+ * Turns anything node-redis rejected with into a classified `RedisError`. `sent` says whether the
+ * command may have reached the server (false for offline-queue rejections).
+ */
+export const classify = (command: string, error: unknown): RedisError => {
+  const message = error instanceof Error ? error.message : String(error)
+  if (error instanceof ErrorReply) {
+    return make(
+      command,
+      { kind: "server", code: firstWord(message), reply: message, retryable: isTemporaryReply(message), mayHaveExecuted: false },
+      error
+    )
+  }
+  if (error instanceof TimeoutError || error instanceof SocketTimeoutError) {
+    return make(command, { kind: "timeout", code: "TIMEOUT", reply: message, retryable: true, mayHaveExecuted: true }, error)
+  }
+  if (error instanceof ClientOfflineError) {
+    return make(command, { kind: "connection", code: "OFFLINE", reply: message, retryable: true, mayHaveExecuted: false }, error)
+  }
+  if (error instanceof ClientClosedError) {
+    // The client was closed on purpose (its layer was released): nothing will reconnect it.
+    return make(command, { kind: "connection", code: "CLOSED", reply: message, retryable: false, mayHaveExecuted: false }, error)
+  }
+  if (error instanceof SocketClosedUnexpectedlyError || error instanceof ConnectionTimeoutError) {
+    return make(command, { kind: "connection", code: "DISCONNECTED", reply: message, retryable: true, mayHaveExecuted: true }, error)
+  }
+  if (error instanceof ReconnectStrategyError) {
+    return make(command, { kind: "connection", code: "GAVE_UP", reply: message, retryable: false, mayHaveExecuted: false }, error)
+  }
+  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+  if (connectionCodes.has(code)) {
+    return make(command, { kind: "connection", code, reply: message, retryable: true, mayHaveExecuted: true }, error)
+  }
+  if (error instanceof Error && error.name === "AbortError") {
+    return make(command, { kind: "timeout", code: "ABORTED", reply: message, retryable: true, mayHaveExecuted: true }, error)
+  }
+  return make(
+    command,
+    { kind: "connection", code: code || "UNKNOWN", reply: message, retryable: false, mayHaveExecuted: true },
+    error
+  )
+}
