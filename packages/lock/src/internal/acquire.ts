@@ -90,8 +90,9 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           continue
         }
         if (result.success._tag === "None") {
-          lastError = noReply(remaining)
-          lastBusy = false
+          // Cut off by the deadline. After a busy reply this says nothing new about the server, so
+          // it does not turn a "busy" timeout into an "unavailable" one.
+          if (!lastBusy) lastError = noReply(remaining)
           continue
         }
         const reply = result.success.value

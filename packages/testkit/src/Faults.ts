@@ -1,0 +1,155 @@
+/**
+ * Server-side faults as thin Effects over `RedisServer.command`: client pauses, DEBUG SLEEP, a lock
+ * key deleted or overwritten by someone else, the library's connections killed, memory limits. Each
+ * helper is one or two admin commands; see servers-and-faults.md (S3–S7) for what servers answer.
+ * Process-level faults (SIGSTOP, kill -9, restart) are on `RedisServer` itself; network faults are
+ * in `FaultProxy`.
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Net from "node:net"
+import type { RedisServer } from "./RedisServer.ts"
+import { encode } from "./internal/resp.ts"
+import { TestkitError } from "./TestkitError.ts"
+
+/** `CLIENT PAUSE millis mode`: WRITE blocks writes (and EVAL without no-writes), ALL blocks everything. */
+export const clientPause = (
+  server: RedisServer,
+  millis: number,
+  mode: "WRITE" | "ALL" = "ALL"
+): Effect.Effect<void, TestkitError> => Effect.asVoid(server.command("CLIENT", "PAUSE", String(millis), mode))
+
+/** `CLIENT UNPAUSE` (note: under `ALL` it is itself blocked until the pause ends). */
+export const clientUnpause = (server: RedisServer): Effect.Effect<void, TestkitError> =>
+  Effect.asVoid(server.command("CLIENT", "UNPAUSE"))
+
+/** How long `debugSleep` waits after the write left this process, so the server is surely asleep. */
+export const debugSleepGraceMs = 50
+
+/**
+ * Sends `DEBUG SLEEP seconds` on a connection of its own and returns once the command was written
+ * (plus `debugSleepGraceMs`), while the server sleeps. The connection waits for the reply in a fiber
+ * of the current scope, so nothing outlives the scope. Needs `enable-debug-command` (the kit sets it).
+ */
+export const debugSleep = (server: RedisServer, seconds: number): Effect.Effect<void, TestkitError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const socket = yield* Effect.acquireRelease(
+      Effect.callback<Net.Socket, TestkitError>((resume) => {
+        const socket = Net.connect({ host: server.host, port: server.port })
+        const onError = (cause: Error): void =>
+          resume(
+            Effect.fail(
+              new TestkitError({ reason: "CommandFailed", message: `DEBUG SLEEP: ${cause.message}`, cause })
+            )
+          )
+        socket.once("error", onError)
+        socket.once("connect", () => {
+          socket.off("error", onError)
+          socket.on("error", () => {})
+          resume(Effect.succeed(socket))
+        })
+        return Effect.sync(() => socket.destroy())
+      }),
+      (socket) => Effect.sync(() => socket.destroy())
+    )
+    yield* Effect.callback<void, TestkitError>((resume) => {
+      socket.write(encode(["DEBUG", "SLEEP", String(seconds)]), (error) =>
+        resume(
+          error
+            ? Effect.fail(new TestkitError({ reason: "CommandFailed", message: `DEBUG SLEEP: ${error.message}` }))
+            : Effect.void
+        )
+      )
+    })
+    // The reply (or the scope closing) ends the wait; the scope's release destroys the socket.
+    yield* Effect.forkScoped(
+      Effect.callback<void>((resume) => {
+        socket.once("data", () => resume(Effect.void))
+        socket.once("close", () => resume(Effect.void))
+      })
+    )
+    yield* Effect.sleep(debugSleepGraceMs)
+  })
+
+/** `DEL key`; returns how many keys were removed (0 or 1). */
+export const deleteKey = (server: RedisServer, key: string): Effect.Effect<number, TestkitError> =>
+  Effect.map(server.command("DEL", key), Number)
+
+/**
+ * Overwrites `key` with another owner's `value` (`SET key value [PX pxMillis]`). Without `pxMillis`
+ * the foreign key never expires, as in scenario S7b.
+ */
+export const stealKey = (
+  server: RedisServer,
+  key: string,
+  value: string,
+  pxMillis?: number
+): Effect.Effect<void, TestkitError> =>
+  Effect.asVoid(
+    pxMillis === undefined ? server.command("SET", key, value) : server.command("SET", key, value, "PX", String(pxMillis))
+  )
+
+/** Parses `CLIENT LIST` output into one record of fields per connection. */
+export const parseClientList = (text: string): Array<Record<string, string>> =>
+  text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "")
+    .map((line) => {
+      const fields: Record<string, string> = {}
+      for (const pair of line.split(" ")) {
+        const eq = pair.indexOf("=")
+        if (eq > 0) fields[pair.slice(0, eq)] = pair.slice(eq + 1)
+      }
+      return fields
+    })
+
+/**
+ * Kills every connection whose client name is exactly `name` (`CLIENT LIST`, then `CLIENT KILL ID`
+ * for each; Redis 7.0 has no kill-by-name filter). Returns how many were killed.
+ */
+export const killClientsByName = (server: RedisServer, name: string): Effect.Effect<number, TestkitError> =>
+  Effect.gen(function*() {
+    const list = yield* server.command("CLIENT", "LIST")
+    const ids = parseClientList(String(list))
+      .filter((fields) => fields["name"] === name && fields["id"] !== undefined)
+      .map((fields) => fields["id"] ?? "")
+    let killed = 0
+    for (const id of ids) {
+      // A connection may close by itself between LIST and KILL: that reply is an error, not a failure.
+      const reply = yield* server.commandReply("CLIENT", "KILL", "ID", id)
+      if (reply === "OK" || reply === 1) killed++
+    }
+    return killed
+  })
+
+/** A `maxmemory-policy` value. */
+export type EvictionPolicy =
+  | "noeviction"
+  | "allkeys-lru"
+  | "allkeys-lfu"
+  | "allkeys-random"
+  | "volatile-lru"
+  | "volatile-lfu"
+  | "volatile-random"
+  | "volatile-ttl"
+
+/** Sets `maxmemory-policy` then `maxmemory` (bytes; 0 removes the limit). */
+export const setMaxMemory = (
+  server: RedisServer,
+  bytes: number,
+  policy: EvictionPolicy
+): Effect.Effect<void, TestkitError> =>
+  Effect.andThen(
+    server.command("CONFIG", "SET", "maxmemory-policy", policy),
+    Effect.asVoid(server.command("CONFIG", "SET", "maxmemory", String(bytes)))
+  )
+
+/** `DEBUG POPULATE count prefix size`: fills memory with filler keys, e.g. before `setMaxMemory`. */
+export const populate = (
+  server: RedisServer,
+  count: number,
+  prefix = "filler",
+  size = 100
+): Effect.Effect<void, TestkitError> =>
+  Effect.asVoid(server.command("DEBUG", "POPULATE", String(count), prefix, String(size)))

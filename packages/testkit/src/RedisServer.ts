@@ -1,0 +1,256 @@
+/**
+ * A real Redis 7 or Valkey 8 server for one test scope, started from a local binary on 127.0.0.1, on
+ * a random free port in 10000–22767, in a fresh temp directory, without persistence and with DEBUG
+ * enabled for local clients. Closing the scope kills the process (resuming it first if paused), waits
+ * for it to exit and removes the directory. Process-level faults (pause, kill, restart on the same
+ * port) and admin commands are Effects on the returned value.
+ *
+ * With `SAGE_TEST_DOCKER=1` (or `docker: true`) the server runs in a container instead; see Docker.ts
+ * for what that mode supports.
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Docker from "./Docker.ts"
+import * as Client from "./internal/client.ts"
+import * as Launch from "./internal/launch.ts"
+import * as ServerBinary from "./ServerBinary.ts"
+import { TestkitError } from "./TestkitError.ts"
+
+/** A decoded RESP2 reply: string, integer, nil or an array of those. */
+export type Reply = Client.Reply
+
+/** Options of `start`. Defaults: flavor "redis7", a random port, 10 s start timeout, 5 s command timeout. */
+export interface StartOptions {
+  readonly flavor?: ServerBinary.Flavor | undefined
+  /** Extra server arguments appended after the kit's own flags (later flags win). */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** A fixed port instead of a random one; no retry with another port if it is taken. */
+  readonly port?: number | undefined
+  readonly startTimeoutMs?: number | undefined
+  readonly commandTimeoutMs?: number | undefined
+  /** Run in a container (testcontainers); defaults to `SAGE_TEST_DOCKER === "1"`. */
+  readonly docker?: boolean | undefined
+}
+
+/** Per-call options of `commandWith`: user, password, timeout, error replies as values. */
+export type CommandOptions = Client.CommandOptions
+
+/** A running server owned by a scope. */
+export interface RedisServer extends Client.Commands {
+  readonly flavor: ServerBinary.Flavor
+  readonly host: string
+  readonly port: number
+  /** `redis://127.0.0.1:PORT` */
+  readonly url: string
+  /** The temp directory holding server.log and stdio.log ("" in Docker mode). */
+  readonly dir: string
+  /** The extra arguments given to `start` (reused by `restart`). */
+  readonly args: ReadonlyArray<string>
+  /** The pid of the current process (changes on restart; -1 in Docker mode or before the first start). */
+  readonly pid: number
+  /** Whether the current process has not exited. */
+  readonly running: boolean
+  /** Whether the process is stopped by `pause`. */
+  readonly paused: boolean
+  /** The last `lines` (default 40) lines of the server log and of stdout/stderr. */
+  readonly logTail: (lines?: number) => Effect.Effect<string>
+  /** SIGSTOP: the process freezes; new TCP connects still succeed, commands get no reply. */
+  readonly pause: Effect.Effect<void, TestkitError>
+  /** SIGCONT after `pause`. */
+  readonly resume: Effect.Effect<void, TestkitError>
+  /** SIGKILL and wait for the exit; a no-op when it already exited. */
+  readonly kill: Effect.Effect<void, TestkitError>
+  /** Kill if running, then start again on the same port with the same arguments (empty data set). */
+  readonly restart: Effect.Effect<void, TestkitError>
+}
+
+const host = "127.0.0.1"
+const maxPortAttempts = 20
+const killTimeoutMs = 5000
+
+/** The flags every server gets before the caller's arguments (port, dir and logfile excluded). */
+// prettier-ignore
+export const baseArgs: ReadonlyArray<string> = [
+  "--bind", host,
+  "--protected-mode", "no",
+  "--save", "",
+  "--appendonly", "no",
+  "--enable-debug-command", "local",
+  "--repl-diskless-sync-delay", "0",
+  "--daemonize", "no"
+]
+
+interface State {
+  current: Launch.Running | undefined
+  paused: boolean
+}
+
+const stopCurrent = (state: State): Effect.Effect<boolean> =>
+  Effect.promise(async () => {
+    const current = state.current
+    state.paused = false
+    return current === undefined ? true : Launch.killAndWait(current, killTimeoutMs)
+  })
+
+const makeTempDir = Effect.acquireRelease(
+  Effect.try({
+    try: () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "sage-lock-server-")),
+    catch: (cause) => new TestkitError({ reason: "StartFailed", message: `mkdtemp failed: ${String(cause)}`, cause })
+  }),
+  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+)
+
+const launchOnce = Effect.fnUntraced(function*(
+  state: State,
+  bin: string,
+  argv: ReadonlyArray<string>,
+  port: number,
+  dir: string,
+  timeoutMs: number
+) {
+  const offsets = Launch.logOffsets(dir)
+  const running = yield* Effect.try({
+    try: () => Launch.spawnServer(bin, argv, dir),
+    catch: (cause) => new TestkitError({ reason: "StartFailed", message: `spawn ${bin} failed: ${String(cause)}`, cause })
+  })
+  state.current = running
+  state.paused = false
+  const readiness = yield* Effect.promise((signal) =>
+    Launch.waitReady(running, host, port, dir, timeoutMs, signal, offsets)
+  )
+  if (readiness._tag !== "Ready") yield* stopCurrent(state)
+  return readiness
+})
+
+const startFailed = (flavor: ServerBinary.Flavor, port: number, dir: string, detail: string): TestkitError =>
+  new TestkitError({
+    reason: "StartFailed",
+    message: `${flavor} on 127.0.0.1:${port} did not start: ${detail}\n${Launch.readLogTail(dir, 30)}`
+  })
+
+/**
+ * Starts a server scoped to the current `Scope` and waits until it answers. A random port that turns
+ * out to be taken is retried with another one (up to 20 times).
+ */
+export const start = (options?: StartOptions): Effect.Effect<RedisServer, TestkitError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const flavor = options?.flavor ?? "redis7"
+    const extra = options?.args ?? []
+    const commandTimeoutMs = options?.commandTimeoutMs ?? 5000
+    const startTimeoutMs = options?.startTimeoutMs ?? 10_000
+    if (options?.docker ?? process.env["SAGE_TEST_DOCKER"] === "1") {
+      return yield* Docker.start({ flavor, args: [...baseArgs, ...extra], commandTimeoutMs, startTimeoutMs })
+    }
+    const bin = yield* ServerBinary.resolve(flavor)
+    const dir = yield* makeTempDir
+    const state: State = { current: undefined, paused: false }
+    // Registered before the first spawn (and after the directory), so the process dies first and
+    // every process this scope ever spawns is covered, whatever fails later.
+    yield* Effect.addFinalizer(() => stopCurrent(state))
+
+    // prettier-ignore
+    const argvFor = (port: number): ReadonlyArray<string> => [
+      "--port", String(port),
+      ...baseArgs,
+      "--dir", dir,
+      "--logfile", Launch.logFiles(dir).server,
+      ...extra
+    ]
+
+    // Random ports: skip ones that cannot be bound now, and retry when the server still loses the race.
+    const launchSomewhere = Effect.fnUntraced(function*() {
+      let launches = 0
+      for (let draws = 0; draws < maxPortAttempts * 10; draws++) {
+        const port = options?.port ?? Launch.randomPort()
+        if (options?.port === undefined && !(yield* Effect.promise(() => Launch.isPortFree(port)))) continue
+        launches++
+        const readiness = yield* launchOnce(state, bin, argvFor(port), port, dir, startTimeoutMs)
+        if (readiness._tag === "Ready") return port
+        if (readiness._tag === "Failed") return yield* startFailed(flavor, port, dir, readiness.detail)
+        if (options?.port !== undefined || launches >= maxPortAttempts) {
+          return yield* startFailed(flavor, port, dir, "Address already in use")
+        }
+      }
+      return yield* startFailed(flavor, 0, dir, `no free port found in ${Launch.portMin}-${Launch.portMax}`)
+    })
+    const finalPort = yield* launchSomewhere()
+
+    const requireRunning = (what: string): Effect.Effect<Launch.Running, TestkitError> =>
+      Effect.suspend(() => {
+        const current = state.current
+        return current !== undefined && current.exit === undefined
+          ? Effect.succeed(current)
+          : Effect.fail(
+              new TestkitError({ reason: "ProcessFailed", message: `cannot ${what}: ${flavor}:${finalPort} is not running` })
+            )
+      })
+
+    const signal = (what: string, sig: NodeJS.Signals, paused: boolean): Effect.Effect<void, TestkitError> =>
+      Effect.flatMap(requireRunning(what), (current) =>
+        Effect.try({
+          try: () => {
+            current.child.kill(sig)
+            state.paused = paused
+          },
+          catch: (cause) =>
+            new TestkitError({ reason: "ProcessFailed", message: `${sig} to ${current.child.pid} failed`, cause })
+        })
+      )
+
+    const kill: Effect.Effect<void, TestkitError> = Effect.flatMap(stopCurrent(state), (exited) =>
+      exited
+        ? Effect.void
+        : Effect.fail(
+            new TestkitError({
+              reason: "ProcessFailed",
+              message: `${flavor}:${finalPort} did not exit within ${killTimeoutMs} ms of SIGKILL`
+            })
+          )
+    )
+
+    const restart: Effect.Effect<void, TestkitError> = Effect.gen(function*() {
+      yield* kill
+      // The old listener is gone once the process is reaped, but allow a few tries for slow teardown.
+      for (let attempt = 1; ; attempt++) {
+        const readiness = yield* launchOnce(state, bin, argvFor(finalPort), finalPort, dir, startTimeoutMs)
+        if (readiness._tag === "Ready") return
+        if (readiness._tag !== "AddressInUse" || attempt >= 20) {
+          return yield* startFailed(
+            flavor,
+            finalPort,
+            dir,
+            `restart: ${readiness._tag === "Failed" ? readiness.detail : "port still taken"}`
+          )
+        }
+        yield* Effect.sleep(100)
+      }
+    })
+
+    const server: RedisServer = {
+      flavor,
+      host,
+      port: finalPort,
+      url: `redis://${host}:${finalPort}`,
+      dir,
+      args: extra,
+      get pid() {
+        return state.current?.child.pid ?? -1
+      },
+      get running() {
+        return state.current !== undefined && state.current.exit === undefined
+      },
+      get paused() {
+        return state.paused
+      },
+      logTail: (lines = 40) => Effect.sync(() => Launch.readLogTail(dir, lines)),
+      pause: signal("pause", "SIGSTOP", true),
+      resume: signal("resume", "SIGCONT", false),
+      kill,
+      restart,
+      ...Client.makeCommands({ host, port: finalPort }, commandTimeoutMs)
+    }
+    return server
+  })

@@ -1,0 +1,34 @@
+/**
+ * The lock's behavioural contract as one suite, run unchanged against every backend and server.
+ *
+ * A backend's test file provides a layer with the `LockBackend` under test and a `ServerControl`
+ * for the same deployment, and calls `suite`. Facts that only one topology can show live beside the
+ * call, not here.
+ *
+ * @example
+ * ```ts
+ * import { LockContract } from "@sage/lock-testkit"
+ * LockContract.suite("redis7 standalone", targetLayer)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { layer } from "@effect/vitest"
+import type * as Layer from "effect/Layer"
+import type { LockBackend } from "@sage/lock/LockBackend"
+import { acquisition } from "./acquisition.ts"
+import { holding } from "./holding.ts"
+import type { ServerControl } from "./ServerControl.ts"
+
+/**
+ * Registers the whole contract suite for one deployment. The layer is built once for the block and
+ * released after it; the tests run on the live clock.
+ *
+ * @category testing
+ * @since 0.1.0
+ */
+export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerControl, E>): void =>
+  layer(target, { excludeTestServices: true, timeout: "60 seconds" })(`lock contract: ${name}`, (it) => {
+    acquisition(it)
+    holding(it)
+  })

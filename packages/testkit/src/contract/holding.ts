@@ -1,0 +1,237 @@
+/**
+ * Contract: holding a lock. Renewal, loss detection and interruption of the body, release in every
+ * outcome, behaviour under maxmemory, and mutual exclusion under contention (items 5, 6 and 10).
+ *
+ * @since 0.1.0
+ */
+import { assert, type Vitest } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import { Lock } from "@sage/lock"
+import type { LockBackend } from "@sage/lock/LockBackend"
+import { ServerControl } from "./ServerControl.ts"
+import { overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
+
+type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
+
+export const holding = (it: It): void => {
+  it.effect("5. the lease is renewed while the body runs, so the body may outlive many leases", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "150 millis" })
+      const key = redisKey(lock.namespace, "long")
+      const ttls: Array<number> = []
+      const value = yield* Effect.gen(function* () {
+        for (let i = 0; i < 8; i++) {
+          yield* Effect.sleep(100)
+          ttls.push(yield* control.pttl(key))
+        }
+        return "done after ~5 leases"
+      }).pipe(lock.withLock("long", { waitTimeout: "1 second" }))
+      assert.strictEqual(value, "done after ~5 leases")
+      assert.isTrue(
+        ttls.every((ttl) => ttl > 0),
+        `the key kept a live lease throughout: ${ttls.join(",")}`
+      )
+      assert.isNull(yield* control.get(key))
+    })
+  )
+
+  for (const [label, disturb] of [
+    ["deleted", (control: ServerControl["Service"], key: string) => control.del(key)],
+    ["taken by another owner", (control: ServerControl["Service"], key: string) => control.set(key, "thief", 10_000)]
+  ] as const) {
+    it.effect(`5. ownership lost (key ${label}): the body is interrupted, its finalizers run, then LockLost`, () =>
+      Effect.gen(function* () {
+        const control = yield* ServerControl
+        const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "200 millis" })
+        const key = redisKey(lock.namespace, "stolen")
+        const started = yield* Deferred.make<void>()
+        let finalized = false
+        let completed = false
+        const fiber = yield* Effect.forkChild(
+          Deferred.succeed(started, undefined).pipe(
+            Effect.andThen(Effect.sleep("10 seconds")),
+            Effect.andThen(Effect.sync(() => (completed = true))),
+            Effect.onInterrupt(() => Effect.sleep(50).pipe(Effect.andThen(Effect.sync(() => (finalized = true))))),
+            lock.withLock("stolen", { waitTimeout: "1 second" }),
+            Effect.flip
+          )
+        )
+        yield* Deferred.await(started)
+        yield* disturb(control, key)
+        const error = yield* Fiber.join(fiber).pipe(Effect.timeout("3 seconds"))
+        assert.strictEqual(error._tag, "LockLost")
+        if (error._tag === "LockLost") {
+          assert.strictEqual(error.phase, "renew")
+          assert.strictEqual(error.reason, "ownership")
+          assert.isFalse(error.bodyCompleted)
+        }
+        assert.isTrue(finalized, "the body's finalizers ran before LockLost was returned")
+        assert.isFalse(completed)
+        if (label === "taken by another owner") {
+          assert.strictEqual(yield* control.get(key), "thief", "release never deletes another owner's lock")
+        }
+      })
+    )
+  }
+
+  it.effect("5. no recovery within the usable lease (server frozen): LockLost and the body stops", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "300 millis" })
+      const key = redisKey(lock.namespace, "frozen-holder")
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.forkChild(
+        Deferred.succeed(started, undefined).pipe(
+          Effect.andThen(Effect.never),
+          lock.withLock("frozen-holder", { waitTimeout: "1 second" }),
+          Effect.flip
+        )
+      )
+      yield* Deferred.await(started)
+      yield* control.pause(key)
+      const error = yield* Fiber.join(fiber).pipe(Effect.timeout("5 seconds"), Effect.ensuring(control.resume(key)))
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") {
+        assert.strictEqual(error.phase, "renew")
+        assert.strictEqual(error.reason, "expired")
+      }
+    })
+  )
+
+  it.effect("5. a temporary renewal stall shorter than the usable lease is ridden out", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1500 millis" })
+      const key = redisKey(lock.namespace, "paused-writes")
+      const value = yield* Effect.gen(function* () {
+        yield* Effect.sleep(100)
+        // Writes (and write scripts) block for 400 ms; the renewal due at ~500 ms waits, then succeeds.
+        yield* control.command(key, "CLIENT", "PAUSE", "400", "WRITE")
+        yield* Effect.sleep(2_000)
+        return "survived"
+      }).pipe(lock.withLock("paused-writes", { waitTimeout: "1 second" }))
+      assert.strictEqual(value, "survived")
+    })
+  )
+
+  it.effect("6. release runs after a failed body, and the body's failure is what the caller sees", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
+      const key = redisKey(lock.namespace, "fails")
+      const error = yield* Effect.fail({ _tag: "BodyFailed" as const }).pipe(
+        lock.withLock("fails", { waitTimeout: "1 second" }),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "BodyFailed")
+      assert.isNull(yield* control.get(key))
+      const defect = yield* Effect.die("boom").pipe(lock.withLock("fails", { waitTimeout: "1 second" }), Effect.exit)
+      assert.isTrue(Exit.isFailure(defect))
+      assert.isNull(yield* control.get(key), "released after a defect too")
+    })
+  )
+
+  it.effect("6. interrupting the caller during the body interrupts the body, releases, and propagates", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
+      const key = redisKey(lock.namespace, "interrupted")
+      const started = yield* Deferred.make<void>()
+      let bodyInterrupted = false
+      const fiber = yield* Effect.forkChild(
+        Deferred.succeed(started, undefined).pipe(
+          Effect.andThen(Effect.never),
+          Effect.onInterrupt(() => Effect.sync(() => (bodyInterrupted = true))),
+          lock.withLock("interrupted", { waitTimeout: "1 second" })
+        )
+      )
+      yield* Deferred.await(started)
+      assert.isNotNull(yield* control.get(key))
+      const exit = yield* Fiber.interrupt(fiber).pipe(Effect.andThen(Fiber.await(fiber)))
+      assert.isTrue(Exit.hasInterrupts(exit), "the interruption propagates")
+      assert.isTrue(bodyInterrupted)
+      assert.isNull(yield* control.get(key), "released before the interruption completed")
+    })
+  )
+
+  it.effect("6. release that finds the lock gone after a successful body fails with LockLost", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
+      const key = redisKey(lock.namespace, "gone")
+      const error = yield* control.set(key, "new-owner", 5_000).pipe(
+        Effect.as("result"),
+        lock.withLock("gone", { waitTimeout: "1 second" }),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") {
+        assert.strictEqual(error.phase, "release")
+        assert.isTrue(error.bodyCompleted, "the error says the body did run")
+      }
+      assert.strictEqual(yield* control.get(key), "new-owner")
+    })
+  )
+
+  it.effect("6. release that cannot reach the server after a successful body returns the result", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
+      const key = redisKey(lock.namespace, "unreachable")
+      const value = yield* control.pause(key).pipe(
+        Effect.as("kept"),
+        lock.withLock("unreachable", { waitTimeout: "1 second" }),
+        Effect.ensuring(control.resume(key))
+      )
+      assert.strictEqual(value, "kept")
+    })
+  )
+
+  it.effect("10. renewal keeps working under maxmemory while new acquisitions get OOM", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "150 millis" })
+      const key = redisKey(lock.namespace, "oom")
+      const restore = control.command(key, "CONFIG", "SET", "maxmemory", "0").pipe(Effect.ignore)
+      const outcome = yield* Effect.gen(function* () {
+        yield* control.command(key, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+        yield* control.command(key, "CONFIG", "SET", "maxmemory", "1")
+        const other = yield* Effect.void.pipe(lock.withLock("oom-other", { waitTimeout: "2 seconds" }), Effect.flip)
+        yield* Effect.sleep(600)
+        return other
+      }).pipe(lock.withLock("oom", { waitTimeout: "1 second" }), Effect.ensuring(restore))
+      assert.strictEqual(outcome._tag, "RedisError")
+      if (outcome._tag === "RedisError") assert.strictEqual(outcome.code, "OOM")
+    })
+  )
+
+  it.effect("exclusion: concurrent read-sleep-write increments never overlap and none is lost", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "500 millis" })
+      const counter = `${lock.namespace}:counter`
+      const recorder = overlapRecorder()
+      const increment = Effect.gen(function* () {
+        yield* recorder.enter
+        const current = Number((yield* control.get(counter)) ?? "0")
+        yield* Effect.sleep(3)
+        yield* control.set(counter, String(current + 1))
+        yield* recorder.exit
+      }).pipe(lock.withLock("counter", { waitTimeout: "30 seconds" }))
+      const workers = 12
+      const perWorker = 5
+      yield* Effect.forEach(
+        Array.from({ length: workers }),
+        () => Effect.repeat(increment, { times: perWorker - 1 }),
+        { concurrency: "unbounded", discard: true }
+      )
+      assert.strictEqual(recorder.maxInside(), 1, "no two bodies overlapped")
+      assert.strictEqual(recorder.completed(), workers * perWorker)
+      assert.strictEqual(Number(yield* control.get(counter)), recorder.completed(), "no increment was lost")
+    })
+  )
+}

@@ -1,0 +1,122 @@
+/**
+ * Admin commands through a short-lived node-redis client: connect, send one command, destroy. Every
+ * call is bounded by a timeout, so a paused or sleeping server fails the call instead of hanging it.
+ */
+import * as Effect from "effect/Effect"
+import { createClient, ErrorReply } from "redis"
+import { TestkitError } from "../TestkitError.ts"
+
+/** A decoded RESP2 reply as node-redis returns it by default. */
+export type Reply = string | number | null | ReadonlyArray<Reply>
+
+/** Where and how to send one admin command. */
+export interface CommandTarget {
+  readonly host: string
+  readonly port: number
+  readonly timeoutMs: number
+  readonly username?: string | undefined
+  readonly password?: string | undefined
+}
+
+/** The outcome of one command: a reply, or the text of the server's error reply. */
+export type Outcome = { readonly _tag: "Reply"; readonly reply: Reply } | { readonly _tag: "ErrorReply"; readonly text: string }
+
+const describe = (target: CommandTarget, args: ReadonlyArray<string>): string =>
+  `${args.join(" ")} (127.0.0.1:${target.port})`.slice(0, 200)
+
+/** Runs one command; server error replies are an `ErrorReply` outcome, everything else a `TestkitError`. */
+export const run = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Outcome, TestkitError> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const client = createClient({
+        socket: { host: target.host, port: target.port, reconnectStrategy: false, connectTimeout: target.timeoutMs },
+        // RESP2 keeps replies plain (strings, integers, nil, arrays); node-redis 6 defaults to RESP3.
+        RESP: 2,
+        disableClientInfo: true,
+        ...(target.username === undefined ? {} : { username: target.username }),
+        ...(target.password === undefined ? {} : { password: target.password })
+      })
+      // Socket errors surface through the rejected promises below; the listener keeps them from crashing.
+      client.on("error", () => {})
+      return client
+    }),
+    (client) =>
+      Effect.tryPromise({
+        try: async (): Promise<Outcome> => {
+          await client.connect()
+          try {
+            return { _tag: "Reply", reply: await client.sendCommand<Reply>(args) }
+          } catch (error) {
+            if (error instanceof ErrorReply) return { _tag: "ErrorReply", text: error.message }
+            throw error
+          }
+        },
+        catch: (cause) =>
+          new TestkitError({
+            reason: "CommandFailed",
+            message: `${describe(target, args)} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+            cause
+          })
+      }).pipe(
+        Effect.timeoutOrElse({
+          duration: target.timeoutMs,
+          orElse: () =>
+            Effect.fail(
+              new TestkitError({
+                reason: "Timeout",
+                message: `${describe(target, args)} got no reply within ${target.timeoutMs} ms`
+              })
+            )
+        })
+      ),
+    (client) => Effect.sync(() => client.destroy())
+  )
+
+/** Runs one command and fails with `TestkitError` (reason `CommandFailed`) on an error reply. */
+export const command = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Reply, TestkitError> =>
+  Effect.flatMap(run(target, args), (outcome) =>
+    outcome._tag === "Reply"
+      ? Effect.succeed(outcome.reply)
+      : Effect.fail(
+          new TestkitError({ reason: "CommandFailed", message: `${describe(target, args)} replied: ${outcome.text}` })
+        )
+  )
+
+/** Runs one command and returns an error reply's text (e.g. "NOPERM ...") as the success value. */
+export const commandReply = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Reply, TestkitError> =>
+  Effect.map(run(target, args), (outcome) => (outcome._tag === "Reply" ? outcome.reply : outcome.text))
+
+/** Per-call options of `commandWith`. */
+export interface CommandOptions {
+  readonly username?: string | undefined
+  readonly password?: string | undefined
+  /** Defaults to the server's command timeout (5 s unless set in `RedisServer.start`). */
+  readonly timeoutMs?: number | undefined
+  /** Return an error reply's text as the success value (like `commandReply`). Default false. */
+  readonly errorReplyAsValue?: boolean | undefined
+}
+
+/** The admin-command operations of a server. */
+export interface Commands {
+  /** One admin command on a short-lived client; fails on error replies and after the timeout. */
+  readonly command: (...args: ReadonlyArray<string>) => Effect.Effect<Reply, TestkitError>
+  /** Like `command`, but an error reply's text (e.g. "NOPERM ...") is the success value. */
+  readonly commandReply: (...args: ReadonlyArray<string>) => Effect.Effect<Reply, TestkitError>
+  /** `command` with a user, password or timeout of its own. */
+  readonly commandWith: (options: CommandOptions, ...args: ReadonlyArray<string>) => Effect.Effect<Reply, TestkitError>
+}
+
+/** Builds the admin-command operations for a server at host:port. */
+export const makeCommands = (target: { readonly host: string; readonly port: number }, timeoutMs: number): Commands => ({
+  command: (...args) => command({ ...target, timeoutMs }, args),
+  commandReply: (...args) => commandReply({ ...target, timeoutMs }, args),
+  commandWith: (options, ...args) => {
+    const full: CommandTarget = {
+      ...target,
+      timeoutMs: options.timeoutMs ?? timeoutMs,
+      username: options.username,
+      password: options.password
+    }
+    return options.errorReplyAsValue === true ? commandReply(full, args) : command(full, args)
+  }
+})
