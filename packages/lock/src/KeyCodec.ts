@@ -141,7 +141,7 @@ const canonicalJson = (value: unknown): string => {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   if (value !== null && typeof value === "object") {
     const entries = Object.keys(value)
-      .sort()
+      .toSorted()
       .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
     return `{${entries.join(",")}}`
   }

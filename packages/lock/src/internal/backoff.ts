@@ -3,6 +3,7 @@
 // Delay for attempt n (0-based) is `min(cap, base * 2^n)` scaled by a random factor in [0.5, 1.0]
 // (so waiters that collided spread out), then clamped to what is left of the budget and, when the
 // holder's remaining lease is known, to just after that lease ends (polling earlier is pointless).
+// Delays are whole milliseconds, like the clock they are measured against.
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 
@@ -24,5 +25,5 @@ export const nextDelay = (
     if (holderRemainingMillis !== undefined && holderRemainingMillis >= 0) {
       delay = Math.min(delay, holderRemainingMillis + 1)
     }
-    return Math.max(0, Math.min(delay, remainingMillis))
+    return Math.max(0, Math.min(Math.ceil(delay), Math.floor(remainingMillis)))
   })

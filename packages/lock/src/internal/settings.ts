@@ -64,6 +64,9 @@ export const positiveMillis = (field: string, input: unknown): Effect.Effect<num
 /** The safety margin kept off the lease: 2 ms plus 5%, covering clock-rate drift and scheduling. */
 export const safetyMarginMillis = (leaseMillis: number): number => 2 + leaseMillis * 0.05
 
+/** The part of a lease the client relies on, in whole milliseconds. */
+export const usableLeaseMillis = (leaseMillis: number): number => Math.floor(leaseMillis - safetyMarginMillis(leaseMillis))
+
 export interface SettingsInput {
   readonly leaseDuration?: Duration.Input | undefined
   readonly namespace?: string | undefined
@@ -96,7 +99,7 @@ export const makeSettings = Effect.fnUntraced(function* (options: SettingsInput)
     leaseMillis,
     namespace,
     replicaAcknowledgement,
-    renewEveryMillis: leaseMillis / 3,
-    usableLeaseMillis: leaseMillis - safetyMarginMillis(leaseMillis)
+    renewEveryMillis: Math.floor(leaseMillis / 3),
+    usableLeaseMillis: usableLeaseMillis(leaseMillis)
   } satisfies Settings
 })

@@ -279,7 +279,7 @@ export const acquisition = (it: It): void => {
         (n) => Effect.sleep(50).pipe(Effect.as(n), lock.withLock("queue", { waitTimeout: "10 seconds" })),
         { concurrency: "unbounded" }
       )
-      assert.deepStrictEqual([...results].sort(), [1, 2, 3, 4])
+      assert.deepStrictEqual(results.toSorted(), [1, 2, 3, 4])
       yield* eventually("lock released", Effect.map(control.get(redisKey(lock.namespace, "queue")), (v) => v === null))
     })
   )

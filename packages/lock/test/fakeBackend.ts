@@ -1,0 +1,47 @@
+// A scripted backend that drives rare timing branches under TestClock (hung replies, slow grants,
+// failing renewals). It is never evidence that the lock works against a server: the contract suite
+// in @sage/lock-testkit, run on real Redis and Valkey, is.
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { type AcquireReply, type Backend, type LeaseRequest, LockBackend } from "../src/LockBackend.ts"
+import { RedisError } from "../src/LockError.ts"
+
+export interface Calls {
+  readonly acquire: Array<LeaseRequest>
+  readonly renew: Array<LeaseRequest>
+  readonly release: Array<LeaseRequest>
+}
+
+export const scripted = (
+  handlers: Partial<{
+    acquire: (request: LeaseRequest, attempt: number) => Effect.Effect<AcquireReply, RedisError>
+    renew: (request: LeaseRequest, attempt: number) => Effect.Effect<boolean, RedisError>
+    release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  }>
+): { readonly layer: Layer.Layer<LockBackend>; readonly calls: Calls } => {
+  const calls: Calls = { acquire: [], renew: [], release: [] }
+  const backend: Backend = {
+    description: "scripted",
+    acquire: (request) =>
+      Effect.suspend(() => {
+        calls.acquire.push(request)
+        return handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired" })
+      }),
+    renew: (request) =>
+      Effect.suspend(() => {
+        calls.renew.push(request)
+        return handlers.renew?.(request, calls.renew.length) ?? Effect.succeed(true)
+      }),
+    release: (request) =>
+      Effect.suspend(() => {
+        calls.release.push(request)
+        return handlers.release?.(request) ?? Effect.succeed(true)
+      })
+  }
+  return { layer: Layer.succeed(LockBackend, backend), calls }
+}
+
+export const temporary = (code = "LOADING"): RedisError =>
+  new RedisError({ command: "test", kind: "server", code, reply: `${code} test`, retryable: true, mayHaveExecuted: false })
+
+export const busy: Effect.Effect<AcquireReply> = Effect.succeed({ _tag: "Busy", remainingMillis: 10_000 })

@@ -1,0 +1,164 @@
+// Timing logic under TestClock: deadlines are exact, backoff never sleeps past them, and the usable
+// lease is counted from when the last successful request was sent.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { TestClock } from "effect/testing"
+import * as Lock from "../src/Lock.ts"
+import { RedisError } from "../src/LockError.ts"
+import { nextDelay } from "../src/internal/backoff.ts"
+import { usableLeaseMillis } from "../src/internal/settings.ts"
+import { busy, scripted, temporary } from "./fakeBackend.ts"
+
+describe("acquisition deadline", () => {
+  it.effect("a busy lock fails with TimedOut exactly at waitTimeout, with no attempt after it", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ acquire: () => busy })
+      const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(Effect.flip(lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void)))
+      yield* TestClock.adjust("4999 millis")
+      assert.isUndefined(fiber.pollUnsafe(), "still waiting before the deadline")
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") {
+        assert.strictEqual(error.waitedMillis, 5000)
+        assert.isAbove(error.attempts, 5, "backoff kept retrying")
+        assert.isBelow(error.attempts, 40, "backoff grew instead of polling")
+      }
+      for (const request of fake.calls.acquire) assert.isAbove(request.timeoutMillis, 0)
+      assert.strictEqual(fake.calls.release.length, 0, "a definite busy reply needs no cleanup")
+    })
+  )
+
+  it.effect("an attempt that never replies is abandoned at the deadline and cleanup adds at most one second", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ acquire: () => Effect.never, release: () => Effect.never })
+      const lock = yield* Lock.make().pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(Effect.flip(lock.withLock("k", { waitTimeout: "2 seconds" })(Effect.void)))
+      yield* TestClock.adjust("2 seconds")
+      assert.isUndefined(fiber.pollUnsafe(), "cleanup release in progress")
+      assert.strictEqual(fake.calls.release.length, 1, "the abandoned attempt is released")
+      yield* TestClock.adjust("1 second")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unavailable")
+    })
+  )
+
+  it.effect("a grant that arrives after the usable lease is LockLost before the body starts", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ acquire: () => Effect.sleep("990 millis").pipe(Effect.as({ _tag: "Acquired" as const })) })
+      const lock = yield* Lock.make({ leaseDuration: "1 second" }).pipe(Effect.provide(fake.layer))
+      let ran = false
+      const fiber = yield* Effect.forkChild(
+        Effect.flip(lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.sync(() => (ran = true))))
+      )
+      yield* TestClock.adjust("990 millis")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") assert.strictEqual(error.phase, "acquire")
+      assert.isFalse(ran)
+      assert.strictEqual(fake.calls.release.length, 1)
+    })
+  )
+
+  it.effect("tryWithLock retries temporary failures for one second, then TimedOut", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ acquire: () => Effect.fail(temporary("MASTERDOWN")) })
+      const lock = yield* Lock.make().pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(Effect.flip(lock.tryWithLock("k")(Effect.void)))
+      yield* TestClock.adjust("999 millis")
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unavailable")
+    })
+  )
+
+  it.effect("tryWithLock's budget is bounded by a short usable lease", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ acquire: () => Effect.fail(temporary()) })
+      const lock = yield* Lock.make({ leaseDuration: "100 millis" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(Effect.flip(lock.tryWithLock("k")(Effect.void)))
+      const usable = usableLeaseMillis(100)
+      yield* TestClock.adjust(usable)
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "TimedOut")
+    })
+  )
+})
+
+describe("renewal and the usable lease", () => {
+  it.effect("a renewal that never replies ends in LockLost exactly when the usable lease is spent", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ renew: () => Effect.never })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(Effect.flip(lock.withLock("k", { waitTimeout: "1 second" })(Effect.never)))
+      const usable = usableLeaseMillis(300)
+      yield* TestClock.adjust(usable - 1)
+      assert.isUndefined(fiber.pollUnsafe(), "still within the usable lease")
+      assert.strictEqual(fake.calls.renew.length, 1, "renewal was sent a third of a lease in")
+      yield* TestClock.adjust(1)
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") assert.strictEqual(error.reason, "expired")
+    })
+  )
+
+  it.effect("temporary renewal failures are retried, and the body outlives many leases", () =>
+    Effect.gen(function* () {
+      const fake = scripted({
+        renew: (_, attempt) => (attempt % 3 === 1 ? Effect.fail(temporary("BUSY")) : Effect.succeed(true))
+      })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(
+        lock.withLock("k", { waitTimeout: "1 second" })(Effect.sleep("3 seconds").pipe(Effect.as("done")))
+      )
+      yield* TestClock.adjust("3 seconds")
+      assert.strictEqual(yield* Fiber.join(fiber), "done")
+      assert.isAtLeast(fake.calls.renew.length, 10)
+    })
+  )
+
+  it.effect("a non-retryable renewal failure is LockLost carrying the cause, and the body is interrupted", () =>
+    Effect.gen(function* () {
+      const fatal = new RedisError({
+        command: "renew",
+        kind: "server",
+        code: "NOPERM",
+        reply: "NOPERM no permissions",
+        retryable: false,
+        mayHaveExecuted: false
+      })
+      const fake = scripted({ renew: () => Effect.fail(fatal) })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(Effect.flip(lock.withLock("k", { waitTimeout: "1 second" })(Effect.never)))
+      yield* TestClock.adjust("100 millis")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") {
+        assert.strictEqual(error.reason, "failed")
+        assert.strictEqual(error.cause, fatal)
+      }
+    })
+  )
+})
+
+describe("backoff", () => {
+  it.effect("grows exponentially up to the cap and never exceeds the time left", () =>
+    Effect.gen(function* () {
+      const policy = { baseMillis: 10, capMillis: 1000 }
+      for (let attempt = 0; attempt < 20; attempt++) {
+        const delay = yield* nextDelay(policy, attempt, 1_000_000)
+        const exponential = Math.min(1000, 10 * 2 ** attempt)
+        assert.isAtLeast(delay, exponential / 2)
+        assert.isAtMost(delay, exponential)
+        assert.isAtMost(yield* nextDelay(policy, attempt, 7), 7, "clamped to the deadline")
+      }
+      assert.isAtMost(yield* nextDelay(policy, 10, 1_000_000, 3), 4, "no later than just after the holder's lease")
+      assert.strictEqual(yield* nextDelay(policy, 3, -5), 0)
+    })
+  )
+})

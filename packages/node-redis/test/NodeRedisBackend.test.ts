@@ -1,0 +1,137 @@
+// Facts the shared contract cannot see because they depend on node-redis and the wire: script
+// hashes, NOSCRIPT reloads, lost replies, restarts, ACL errors, Config wiring and classification of
+// the real servers' replies. Each runs against Redis 7 and Valkey 8.
+import { assert, describe, it } from "@effect/vitest"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import * as Scripts from "../src/internal/scripts.ts"
+
+/** A lock client whose backend lives as long as the test's scope. */
+const lockOn = (url: string, options: Lock.LockOptions = {}) =>
+  Effect.flatMap(NodeRedisBackend.make({ url }), (backend) =>
+    Lock.make({ namespace: `nr-${Math.random().toString(36).slice(2, 8)}`, ...options }).pipe(
+      Effect.provideService(LockBackend, backend)
+    )
+  )
+
+for (const flavor of ServerBinary.flavorsUnderTest()) {
+  describe(`node-redis backend on ${flavor}`, () => {
+    it.live("pins each script's SHA1 to what SCRIPT LOAD returns", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        for (const script of Scripts.all) {
+          assert.strictEqual(yield* server.command("SCRIPT", "LOAD", script.lua), script.sha1, script.name)
+        }
+        assert.deepStrictEqual(
+          Scripts.all.map((s) => s.sha1),
+          [
+            // Changing a script changes its hash: every process sharing a namespace must run the same
+            // protocol, so a change here is a protocol change to call out in the release notes.
+            "8c46c52b64145c8173c32c3078b1e559cacabaef",
+            "df08c2eb6936eac8735f349b742325f1be674684",
+            "1399a2afefa68b87c8075b97ba2472b21856d722"
+          ]
+        )
+      })
+    )
+
+    it.live("reloads scripts transparently after SCRIPT FLUSH", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const lock = yield* lockOn(server.url)
+        assert.strictEqual(yield* Effect.succeed(1).pipe(lock.withLock("a", { waitTimeout: "1 second" })), 1)
+        yield* server.command("SCRIPT", "FLUSH")
+        assert.strictEqual(yield* Effect.succeed(2).pipe(lock.withLock("a", { waitTimeout: "1 second" })), 2)
+      })
+    )
+
+    it.live("a lost reply to a successful acquisition does not look busy to its own retry", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+        const lock = yield* lockOn(proxy.url, { leaseDuration: "10 seconds" })
+        // Warm the script cache so the lost reply is the acquisition itself, not a NOSCRIPT.
+        yield* Effect.void.pipe(lock.withLock("warm", { waitTimeout: "1 second" }))
+        yield* proxy.loseNextReply
+        const start = Date.now()
+        const value = yield* Effect.succeed("mine").pipe(lock.withLock("lost-reply", { waitTimeout: "5 seconds" }))
+        assert.strictEqual(value, "mine")
+        assert.strictEqual(proxy.lostReplies, 1, "a reply was really lost")
+        assert.isBelow(Date.now() - start, 3_000, "it did not wait for its own lease to expire")
+      })
+    )
+
+    it.live("a server restart during the wait is retried (connection refused, then reconnect)", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const lock = yield* lockOn(server.url)
+        yield* server.kill
+        const restart = yield* Effect.forkChild(Effect.sleep(400).pipe(Effect.andThen(server.restart)))
+        const value = yield* Effect.succeed("after restart").pipe(lock.withLock("r", { waitTimeout: "10 seconds" }))
+        assert.strictEqual(value, "after restart")
+        yield* Fiber.join(restart)
+      })
+    )
+
+    it.live("a missing permission fails at once with NOPERM naming the command", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        yield* server.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval")
+        const url = server.url.replace("redis://", "redis://locker:pw@")
+        const lock = yield* lockOn(url)
+        const start = Date.now()
+        const error = yield* Effect.void.pipe(lock.withLock("acl", { waitTimeout: "5 seconds" }), Effect.flip)
+        assert.strictEqual(error._tag, "RedisError")
+        if (error._tag === "RedisError") {
+          assert.strictEqual(error.code, "NOPERM")
+          assert.include(error.reply.toLowerCase(), "evalsha")
+          assert.isFalse(error.retryable)
+        }
+        assert.isBelow(Date.now() - start, 1_000)
+      })
+    )
+
+    it.live("a wrong password fails the layer with WRONGPASS instead of retrying forever", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const error = yield* Effect.flip(lockOn(server.url.replace("redis://", "redis://nobody:wrong@")))
+        assert.strictEqual(error._tag, "RedisError")
+        if (error._tag === "RedisError") assert.strictEqual(error.code, "WRONGPASS")
+      })
+    )
+
+    it.live("layerConfig reads the URL from Config, and a bad pool size is InvalidArgument", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = NodeRedisBackend.layerConfig({ url: Config.String("REDIS_URL") })
+        const value = yield* Lock.withLock("cfg", { waitTimeout: "1 second" })(Effect.succeed("configured")).pipe(
+          Effect.provide(Lock.layer().pipe(Layer.provide(backend))),
+          Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ REDIS_URL: server.url })))
+        )
+        assert.strictEqual(value, "configured")
+        const bad = yield* Effect.flip(Layer.build(NodeRedisBackend.layer({ url: server.url, dedicatedPool: { maxConnections: 0 } })))
+        assert.strictEqual(bad._tag, "InvalidArgument")
+      })
+    )
+
+    it.live("socket errors never crash the process; the client reconnects when the server returns", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const lock = yield* lockOn(server.url)
+        yield* server.kill
+        yield* Effect.sleep(300)
+        yield* server.restart
+        const value = yield* Effect.succeed(Option.some("alive")).pipe(lock.withLock("k", { waitTimeout: "5 seconds" }))
+        assert.deepStrictEqual(value, Option.some("alive"))
+      })
+    )
+  })
+}
