@@ -52,9 +52,7 @@ export interface LeaseRequest {
  * @category models
  * @since 0.1.0
  */
-export type AcquireReply =
-  | { readonly _tag: "Acquired" }
-  | { readonly _tag: "Busy"; readonly remainingMillis: number }
+export type AcquireReply = { readonly _tag: "Acquired" } | { readonly _tag: "Busy"; readonly remainingMillis: number }
 
 /**
  * The shape every backend provides.

@@ -42,6 +42,13 @@ export const scripted = (
 }
 
 export const temporary = (code = "LOADING"): RedisError =>
-  new RedisError({ command: "test", kind: "server", code, reply: `${code} test`, retryable: true, mayHaveExecuted: false })
+  new RedisError({
+    command: "test",
+    kind: "server",
+    code,
+    reply: `${code} test`,
+    retryable: true,
+    mayHaveExecuted: false
+  })
 
 export const busy: Effect.Effect<AcquireReply> = Effect.succeed({ _tag: "Busy", remainingMillis: 10_000 })

@@ -48,7 +48,9 @@ describe("acquisition deadline", () => {
 
   it.effect("a grant that arrives after the usable lease is LockLost before the body starts", () =>
     Effect.gen(function* () {
-      const fake = scripted({ acquire: () => Effect.sleep("990 millis").pipe(Effect.as({ _tag: "Acquired" as const })) })
+      const fake = scripted({
+        acquire: () => Effect.sleep("990 millis").pipe(Effect.as({ _tag: "Acquired" as const }))
+      })
       const lock = yield* Lock.make({ leaseDuration: "1 second" }).pipe(Effect.provide(fake.layer))
       let ran = false
       const fiber = yield* Effect.forkChild(

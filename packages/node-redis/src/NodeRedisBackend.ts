@@ -56,7 +56,11 @@ const validate = (options: Options): Effect.Effect<void, InvalidArgument> => {
   const connect = options.connectTimeoutMillis
   if (connect !== undefined && !(Number.isFinite(connect) && connect > 0)) {
     return Effect.fail(
-      new InvalidArgument({ field: "connectTimeoutMillis", value: String(connect), reason: "must be finite and positive" })
+      new InvalidArgument({
+        field: "connectTimeoutMillis",
+        value: String(connect),
+        reason: "must be finite and positive"
+      })
     )
   }
   return Effect.void
@@ -158,7 +162,13 @@ const fromClient = (client: Client, description: string): LockBackend.Backend =>
   description,
   acquire: (request) =>
     Effect.flatMap(
-      runScript(client, Scripts.acquire, request.key, [request.token, String(request.leaseMillis)], request.timeoutMillis),
+      runScript(
+        client,
+        Scripts.acquire,
+        request.key,
+        [request.token, String(request.leaseMillis)],
+        request.timeoutMillis
+      ),
       (reply): Effect.Effect<LockBackend.AcquireReply, RedisError> => {
         if (Array.isArray(reply) && reply[0] === 1) return Effect.succeed({ _tag: "Acquired" })
         if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "number") {
@@ -169,7 +179,13 @@ const fromClient = (client: Client, description: string): LockBackend.Backend =>
     ),
   renew: (request) =>
     Effect.map(
-      runScript(client, Scripts.renew, request.key, [request.token, String(request.leaseMillis)], request.timeoutMillis),
+      runScript(
+        client,
+        Scripts.renew,
+        request.key,
+        [request.token, String(request.leaseMillis)],
+        request.timeoutMillis
+      ),
       (reply) => reply === 1
     ),
   release: (request) =>
@@ -185,7 +201,9 @@ const fromClient = (client: Client, description: string): LockBackend.Backend =>
  * @category constructors
  * @since 0.1.0
  */
-export const make = (options: Options = {}): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+export const make = (
+  options: Options = {}
+): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     yield* validate(options)
     const client = yield* connect(options)

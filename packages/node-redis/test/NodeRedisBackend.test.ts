@@ -117,7 +117,9 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ REDIS_URL: server.url })))
         )
         assert.strictEqual(value, "configured")
-        const bad = yield* Effect.flip(Layer.build(NodeRedisBackend.layer({ url: server.url, dedicatedPool: { maxConnections: 0 } })))
+        const bad = yield* Effect.flip(
+          Layer.build(NodeRedisBackend.layer({ url: server.url, dedicatedPool: { maxConnections: 0 } }))
+        )
         assert.strictEqual(bad._tag, "InvalidArgument")
       })
     )

@@ -11,10 +11,13 @@ import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 /** The contract's view of one standalone server. */
 export const controlFor = (server: RedisServer.RedisServer): ServerControl["Service"] => ({
   label: `${server.flavor} standalone`,
-  get: (key) => Effect.orDie(server.command("GET", key)).pipe(Effect.map((reply) => (reply === null ? null : String(reply)))),
+  get: (key) =>
+    Effect.orDie(server.command("GET", key)).pipe(Effect.map((reply) => (reply === null ? null : String(reply)))),
   set: (key, value, pxMillis) =>
     Effect.orDie(
-      pxMillis === undefined ? server.command("SET", key, value) : server.command("SET", key, value, "PX", String(pxMillis))
+      pxMillis === undefined
+        ? server.command("SET", key, value)
+        : server.command("SET", key, value, "PX", String(pxMillis))
     ).pipe(Effect.asVoid),
   del: (key) => Effect.orDie(server.command("DEL", key)).pipe(Effect.asVoid),
   pttl: (key) => Effect.orDie(server.command("PTTL", key)).pipe(Effect.map(Number)),

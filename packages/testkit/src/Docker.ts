@@ -74,12 +74,21 @@ const unsupported = (what: string): Effect.Effect<never, TestkitError> =>
 
 /** Starts a containerized server for the current scope (the container is stopped on scope close). */
 export const start = (options: DockerStartOptions): Effect.Effect<RedisServer, TestkitError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const testcontainers = yield* loadTestcontainers
     const executable = options.flavor === "redis7" ? "redis-server" : "valkey-server"
     // Inside the container the server must listen on every interface (the port is mapped), and DEBUG
     // arrives from the bridge, not from localhost: later flags override the kit's defaults.
-    const command = [executable, "--port", "6379", ...options.args, "--bind", "0.0.0.0", "--enable-debug-command", "yes"]
+    const command = [
+      executable,
+      "--port",
+      "6379",
+      ...options.args,
+      "--bind",
+      "0.0.0.0",
+      "--enable-debug-command",
+      "yes"
+    ]
     const container = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () =>

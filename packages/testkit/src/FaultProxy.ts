@@ -135,7 +135,7 @@ const enqueue = (settings: Settings, connection: Connection, pipe: Pipe, data: B
 
 /** Starts a proxy to `upstreamHost:upstreamPort` on a free 127.0.0.1 port, closed with the scope. */
 export const make = (options: ProxyOptions): Effect.Effect<FaultProxy, TestkitError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const upstreamHost = options.upstreamHost ?? "127.0.0.1"
     const settings: Settings = {
       latencyUp: 0,
@@ -199,7 +199,9 @@ export const make = (options: ProxyOptions): Effect.Effect<FaultProxy, TestkitEr
         const server = Net.createServer({ allowHalfOpen: true }, onConnection)
         server.once("error", (cause) =>
           resume(
-            Effect.fail(new TestkitError({ reason: "ProxyFailed", message: `proxy listen failed: ${cause.message}`, cause }))
+            Effect.fail(
+              new TestkitError({ reason: "ProxyFailed", message: `proxy listen failed: ${cause.message}`, cause })
+            )
           )
         )
         server.listen({ host: "127.0.0.1", port: 0 }, () => resume(Effect.succeed(server)))
@@ -209,7 +211,7 @@ export const make = (options: ProxyOptions): Effect.Effect<FaultProxy, TestkitEr
           for (const connection of connections) closeConnection(connection)
           connections.clear()
           server.close(() => resume(Effect.void))
-        })
+        }).pipe(Effect.timeoutOption(2000))
     )
     const address = server.address()
     const port = typeof address === "object" && address !== null ? address.port : 0

@@ -32,15 +32,13 @@ export const debugSleepGraceMs = 50
  * of the current scope, so nothing outlives the scope. Needs `enable-debug-command` (the kit sets it).
  */
 export const debugSleep = (server: RedisServer, seconds: number): Effect.Effect<void, TestkitError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const socket = yield* Effect.acquireRelease(
       Effect.callback<Net.Socket, TestkitError>((resume) => {
         const socket = Net.connect({ host: server.host, port: server.port })
         const onError = (cause: Error): void =>
           resume(
-            Effect.fail(
-              new TestkitError({ reason: "CommandFailed", message: `DEBUG SLEEP: ${cause.message}`, cause })
-            )
+            Effect.fail(new TestkitError({ reason: "CommandFailed", message: `DEBUG SLEEP: ${cause.message}`, cause }))
           )
         socket.once("error", onError)
         socket.once("connect", () => {
@@ -86,7 +84,9 @@ export const stealKey = (
   pxMillis?: number
 ): Effect.Effect<void, TestkitError> =>
   Effect.asVoid(
-    pxMillis === undefined ? server.command("SET", key, value) : server.command("SET", key, value, "PX", String(pxMillis))
+    pxMillis === undefined
+      ? server.command("SET", key, value)
+      : server.command("SET", key, value, "PX", String(pxMillis))
   )
 
 /** Parses `CLIENT LIST` output into one record of fields per connection. */
@@ -109,7 +109,7 @@ export const parseClientList = (text: string): Array<Record<string, string>> =>
  * for each; Redis 7.0 has no kill-by-name filter). Returns how many were killed.
  */
 export const killClientsByName = (server: RedisServer, name: string): Effect.Effect<number, TestkitError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const list = yield* server.command("CLIENT", "LIST")
     const ids = parseClientList(String(list))
       .filter((fields) => fields["name"] === name && fields["id"] !== undefined)

@@ -16,6 +16,7 @@ import * as Path from "node:path"
 import * as Docker from "./Docker.ts"
 import * as Client from "./internal/client.ts"
 import * as Launch from "./internal/launch.ts"
+import { trackDir, untrackDir } from "./internal/processes.ts"
 import * as ServerBinary from "./ServerBinary.ts"
 import { TestkitError } from "./TestkitError.ts"
 
@@ -97,13 +98,21 @@ const stopCurrent = (state: State): Effect.Effect<boolean> =>
 
 const makeTempDir = Effect.acquireRelease(
   Effect.try({
-    try: () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "sage-lock-server-")),
+    try: () => {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "sage-lock-server-"))
+      trackDir(dir)
+      return dir
+    },
     catch: (cause) => new TestkitError({ reason: "StartFailed", message: `mkdtemp failed: ${String(cause)}`, cause })
   }),
-  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  (dir) =>
+    Effect.sync(() => {
+      Fs.rmSync(dir, { recursive: true, force: true })
+      untrackDir(dir)
+    })
 )
 
-const launchOnce = Effect.fnUntraced(function*(
+const launchOnce = Effect.fnUntraced(function* (
   state: State,
   bin: string,
   argv: ReadonlyArray<string>,
@@ -112,12 +121,17 @@ const launchOnce = Effect.fnUntraced(function*(
   timeoutMs: number
 ) {
   const offsets = Launch.logOffsets(dir)
+  // Spawn and record in one step: the scope's finalizer must see every child, even under interruption.
   const running = yield* Effect.try({
-    try: () => Launch.spawnServer(bin, argv, dir),
-    catch: (cause) => new TestkitError({ reason: "StartFailed", message: `spawn ${bin} failed: ${String(cause)}`, cause })
+    try: () => {
+      const spawned = Launch.spawnServer(bin, argv, dir)
+      state.current = spawned
+      state.paused = false
+      return spawned
+    },
+    catch: (cause) =>
+      new TestkitError({ reason: "StartFailed", message: `spawn ${bin} failed: ${String(cause)}`, cause })
   })
-  state.current = running
-  state.paused = false
   const readiness = yield* Effect.promise((signal) =>
     Launch.waitReady(running, host, port, dir, timeoutMs, signal, offsets)
   )
@@ -136,7 +150,7 @@ const startFailed = (flavor: ServerBinary.Flavor, port: number, dir: string, det
  * out to be taken is retried with another one (up to 20 times).
  */
 export const start = (options?: StartOptions): Effect.Effect<RedisServer, TestkitError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const flavor = options?.flavor ?? "redis7"
     const extra = options?.args ?? []
     const commandTimeoutMs = options?.commandTimeoutMs ?? 5000
@@ -161,7 +175,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     ]
 
     // Random ports: skip ones that cannot be bound now, and retry when the server still loses the race.
-    const launchSomewhere = Effect.fnUntraced(function*() {
+    const finalPort = yield* Effect.gen(function* () {
       let launches = 0
       for (let draws = 0; draws < maxPortAttempts * 10; draws++) {
         const port = options?.port ?? Launch.randomPort()
@@ -176,7 +190,6 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
       }
       return yield* startFailed(flavor, 0, dir, `no free port found in ${Launch.portMin}-${Launch.portMax}`)
     })
-    const finalPort = yield* launchSomewhere()
 
     const requireRunning = (what: string): Effect.Effect<Launch.Running, TestkitError> =>
       Effect.suspend(() => {
@@ -184,7 +197,10 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
         return current !== undefined && current.exit === undefined
           ? Effect.succeed(current)
           : Effect.fail(
-              new TestkitError({ reason: "ProcessFailed", message: `cannot ${what}: ${flavor}:${finalPort} is not running` })
+              new TestkitError({
+                reason: "ProcessFailed",
+                message: `cannot ${what}: ${flavor}:${finalPort} is not running`
+              })
             )
       })
 
@@ -211,7 +227,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
           )
     )
 
-    const restart: Effect.Effect<void, TestkitError> = Effect.gen(function*() {
+    const restart: Effect.Effect<void, TestkitError> = Effect.gen(function* () {
       yield* kill
       // The old listener is gone once the process is reaped, but allow a few tries for slow teardown.
       for (let attempt = 1; ; attempt++) {

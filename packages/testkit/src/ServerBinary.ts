@@ -82,9 +82,9 @@ export const locate = (flavor: Flavor): Located | TestkitError => {
   if (onPath !== undefined) return { flavor, path: onPath, source: "path" }
   return new TestkitError({
     reason: "BinaryNotFound",
-    message: `${executableName(flavor)} (${flavor}) was not found: ${variable} is unset and it is not on PATH.\n${
-      installAdvice(flavor)
-    }`
+    message: `${executableName(flavor)} (${flavor}) was not found: ${variable} is unset and it is not on PATH.\n${installAdvice(
+      flavor
+    )}`
   })
 }
 

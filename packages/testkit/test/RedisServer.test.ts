@@ -7,9 +7,9 @@ import { connect, isAlive } from "./support.ts"
 for (const flavor of ServerBinary.flavorsUnderTest()) {
   describe(`RedisServer (${flavor})`, () => {
     it.live("starts, serves PING/SET/GET, and leaves no process or directory after the scope", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const seen = yield* Effect.scoped(
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const server = yield* RedisServer.start({ flavor })
             assert.isTrue(server.port >= 10000 && server.port <= 22767, `port ${server.port}`)
             assert.strictEqual(server.url, `redis://127.0.0.1:${server.port}`)
@@ -27,12 +27,13 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         )
         assert.isFalse(isAlive(seen.pid), "server process still alive after scope close")
         assert.isFalse(Fs.existsSync(seen.dir), "temp dir still present after scope close")
-      }))
+      })
+    )
 
     it.live("pause makes commands time out; resume recovers; a paused server is still killed at scope close", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const pid = yield* Effect.scoped(
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const server = yield* RedisServer.start({ flavor })
             yield* server.pause
             assert.isTrue(server.paused)
@@ -45,10 +46,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           })
         )
         assert.isFalse(isAlive(pid))
-      }))
+      })
+    )
 
     it.live("kill then restart serves again on the same port with an empty data set", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
         const { port, pid } = server
         yield* server.command("SET", "k", "v")
@@ -66,12 +68,16 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         yield* server.pause
         yield* server.restart
         assert.strictEqual(yield* server.command("PING"), "PONG")
-      }))
+      })
+    )
 
     it.live("command fails with the reply text; commandReply and commandWith return it", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor, args: ["--maxclients", "50"] })
-        assert.strictEqual(yield* server.command("CONFIG", "GET", "maxclients").pipe(Effect.map(String)), "maxclients,50")
+        assert.strictEqual(
+          yield* server.command("CONFIG", "GET", "maxclients").pipe(Effect.map(String)),
+          "maxclients,50"
+        )
         const error = yield* Effect.flip(server.command("NOSUCHCOMMAND"))
         assert.strictEqual(error.reason, "CommandFailed")
         assert.include(error.message, "unknown command")
@@ -81,10 +87,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         assert.strictEqual(yield* server.commandWith(asLocker, "PING"), "PONG")
         const denied = yield* server.commandWith({ ...asLocker, errorReplyAsValue: true }, "ROLE")
         assert.match(String(denied), /^NOPERM/)
-      }))
+      })
+    )
 
     it.live("two servers get different ports; a fixed taken port fails with the log tail", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const a = yield* RedisServer.start({ flavor })
         const b = yield* RedisServer.start({ flavor })
         assert.notStrictEqual(a.port, b.port)
@@ -94,6 +101,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const bad = yield* Effect.flip(RedisServer.start({ flavor, args: ["--no-such-directive", "1"] }))
         assert.strictEqual(bad.reason, "StartFailed")
         assert.include(bad.message, "no-such-directive")
-      }))
+      })
+    )
   })
 }

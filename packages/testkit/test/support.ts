@@ -77,7 +77,7 @@ export const isAlive = (pid: number): boolean => {
 
 /** Elapsed wall time of an effect in milliseconds, alongside its value. */
 export const timed = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<readonly [number, A], E, R> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const start = performance.now()
     const value = yield* self
     return [performance.now() - start, value] as const

@@ -76,9 +76,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         attempts++
         const before = uncertain
         uncertain = true
-        const result = yield* backend
-          .acquire(request(remaining))
-          .pipe(Effect.timeoutOption(remaining), Effect.result)
+        const result = yield* backend.acquire(request(remaining)).pipe(Effect.timeoutOption(remaining), Effect.result)
         if (result._tag === "Failure") {
           const error = result.failure
           if (!error.mayHaveExecuted) uncertain = before

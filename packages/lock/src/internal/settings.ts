@@ -53,7 +53,7 @@ export const positiveMillis = (field: string, input: unknown): Effect.Effect<num
     decoded = Option.none()
   }
   if (Option.isNone(decoded)) {
-    return Effect.fail(invalid(field, input, "not a duration (try a number of milliseconds or \"2 seconds\")"))
+    return Effect.fail(invalid(field, input, 'not a duration (try a number of milliseconds or "2 seconds")'))
   }
   const duration = decoded.value
   if (!Duration.isFinite(duration)) return Effect.fail(invalid(field, input, "must be finite"))
@@ -65,7 +65,8 @@ export const positiveMillis = (field: string, input: unknown): Effect.Effect<num
 export const safetyMarginMillis = (leaseMillis: number): number => 2 + leaseMillis * 0.05
 
 /** The part of a lease the client relies on, in whole milliseconds. */
-export const usableLeaseMillis = (leaseMillis: number): number => Math.floor(leaseMillis - safetyMarginMillis(leaseMillis))
+export const usableLeaseMillis = (leaseMillis: number): number =>
+  Math.floor(leaseMillis - safetyMarginMillis(leaseMillis))
 
 export interface SettingsInput {
   readonly leaseDuration?: Duration.Input | undefined

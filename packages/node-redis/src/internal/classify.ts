@@ -66,32 +66,62 @@ export const classify = (command: string, error: unknown): RedisError => {
   if (error instanceof ErrorReply) {
     return make(
       command,
-      { kind: "server", code: firstWord(message), reply: message, retryable: isTemporaryReply(message), mayHaveExecuted: false },
+      {
+        kind: "server",
+        code: firstWord(message),
+        reply: message,
+        retryable: isTemporaryReply(message),
+        mayHaveExecuted: false
+      },
       error
     )
   }
   if (error instanceof TimeoutError || error instanceof SocketTimeoutError) {
-    return make(command, { kind: "timeout", code: "TIMEOUT", reply: message, retryable: true, mayHaveExecuted: true }, error)
+    return make(
+      command,
+      { kind: "timeout", code: "TIMEOUT", reply: message, retryable: true, mayHaveExecuted: true },
+      error
+    )
   }
   if (error instanceof ClientOfflineError) {
-    return make(command, { kind: "connection", code: "OFFLINE", reply: message, retryable: true, mayHaveExecuted: false }, error)
+    return make(
+      command,
+      { kind: "connection", code: "OFFLINE", reply: message, retryable: true, mayHaveExecuted: false },
+      error
+    )
   }
   if (error instanceof ClientClosedError) {
     // The client was closed on purpose (its layer was released): nothing will reconnect it.
-    return make(command, { kind: "connection", code: "CLOSED", reply: message, retryable: false, mayHaveExecuted: false }, error)
+    return make(
+      command,
+      { kind: "connection", code: "CLOSED", reply: message, retryable: false, mayHaveExecuted: false },
+      error
+    )
   }
   if (error instanceof SocketClosedUnexpectedlyError || error instanceof ConnectionTimeoutError) {
-    return make(command, { kind: "connection", code: "DISCONNECTED", reply: message, retryable: true, mayHaveExecuted: true }, error)
+    return make(
+      command,
+      { kind: "connection", code: "DISCONNECTED", reply: message, retryable: true, mayHaveExecuted: true },
+      error
+    )
   }
   if (error instanceof ReconnectStrategyError) {
-    return make(command, { kind: "connection", code: "GAVE_UP", reply: message, retryable: false, mayHaveExecuted: false }, error)
+    return make(
+      command,
+      { kind: "connection", code: "GAVE_UP", reply: message, retryable: false, mayHaveExecuted: false },
+      error
+    )
   }
   const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
   if (connectionCodes.has(code)) {
     return make(command, { kind: "connection", code, reply: message, retryable: true, mayHaveExecuted: true }, error)
   }
   if (error instanceof Error && error.name === "AbortError") {
-    return make(command, { kind: "timeout", code: "ABORTED", reply: message, retryable: true, mayHaveExecuted: true }, error)
+    return make(
+      command,
+      { kind: "timeout", code: "ABORTED", reply: message, retryable: true, mayHaveExecuted: true },
+      error
+    )
   }
   return make(
     command,

@@ -77,9 +77,9 @@ export const acquisition = (it: It): void => {
       const key = redisKey(lock.namespace, "frozen")
       yield* control.pause(key)
       const start = yield* now
-      const exit = yield* Effect.void.pipe(lock.withLock("frozen", { waitTimeout: "500 millis" }), Effect.flip).pipe(
-        Effect.ensuring(control.resume(key))
-      )
+      const exit = yield* Effect.void
+        .pipe(lock.withLock("frozen", { waitTimeout: "500 millis" }), Effect.flip)
+        .pipe(Effect.ensuring(control.resume(key)))
       const elapsed = (yield* now) - start
       assert.strictEqual(exit._tag, "TimedOut")
       if (exit._tag === "TimedOut") assert.strictEqual(exit.reason, "unavailable")
@@ -131,7 +131,11 @@ export const acquisition = (it: It): void => {
       const key = redisKey(lock.namespace, "outage")
       yield* control.pause(key)
       const start = yield* now
-      const error = yield* Effect.void.pipe(lock.tryWithLock("outage"), Effect.flip, Effect.ensuring(control.resume(key)))
+      const error = yield* Effect.void.pipe(
+        lock.tryWithLock("outage"),
+        Effect.flip,
+        Effect.ensuring(control.resume(key))
+      )
       const elapsed = (yield* now) - start
       assert.strictEqual(error._tag, "TimedOut")
       assert.isAtLeast(elapsed, 900)
@@ -280,7 +284,10 @@ export const acquisition = (it: It): void => {
         { concurrency: "unbounded" }
       )
       assert.deepStrictEqual(results.toSorted(), [1, 2, 3, 4])
-      yield* eventually("lock released", Effect.map(control.get(redisKey(lock.namespace, "queue")), (v) => v === null))
+      yield* eventually(
+        "lock released",
+        Effect.map(control.get(redisKey(lock.namespace, "queue")), (v) => v === null)
+      )
     })
   )
 }

@@ -163,11 +163,9 @@ export const holding = (it: It): void => {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
       const key = redisKey(lock.namespace, "gone")
-      const error = yield* control.set(key, "new-owner", 5_000).pipe(
-        Effect.as("result"),
-        lock.withLock("gone", { waitTimeout: "1 second" }),
-        Effect.flip
-      )
+      const error = yield* control
+        .set(key, "new-owner", 5_000)
+        .pipe(Effect.as("result"), lock.withLock("gone", { waitTimeout: "1 second" }), Effect.flip)
       assert.strictEqual(error._tag, "LockLost")
       if (error._tag === "LockLost") {
         assert.strictEqual(error.phase, "release")
@@ -182,11 +180,13 @@ export const holding = (it: It): void => {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
       const key = redisKey(lock.namespace, "unreachable")
-      const value = yield* control.pause(key).pipe(
-        Effect.as("kept"),
-        lock.withLock("unreachable", { waitTimeout: "1 second" }),
-        Effect.ensuring(control.resume(key))
-      )
+      const value = yield* control
+        .pause(key)
+        .pipe(
+          Effect.as("kept"),
+          lock.withLock("unreachable", { waitTimeout: "1 second" }),
+          Effect.ensuring(control.resume(key))
+        )
       assert.strictEqual(value, "kept")
     })
   )
@@ -224,11 +224,10 @@ export const holding = (it: It): void => {
       }).pipe(lock.withLock("counter", { waitTimeout: "30 seconds" }))
       const workers = 12
       const perWorker = 5
-      yield* Effect.forEach(
-        Array.from({ length: workers }),
-        () => Effect.repeat(increment, { times: perWorker - 1 }),
-        { concurrency: "unbounded", discard: true }
-      )
+      yield* Effect.forEach(Array.from({ length: workers }), () => Effect.repeat(increment, { times: perWorker - 1 }), {
+        concurrency: "unbounded",
+        discard: true
+      })
       assert.strictEqual(recorder.maxInside(), 1, "no two bodies overlapped")
       assert.strictEqual(recorder.completed(), workers * perWorker)
       assert.strictEqual(Number(yield* control.get(counter)), recorder.completed(), "no increment was lost")

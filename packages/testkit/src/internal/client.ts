@@ -19,7 +19,8 @@ export interface CommandTarget {
 }
 
 /** The outcome of one command: a reply, or the text of the server's error reply. */
-export type Outcome = { readonly _tag: "Reply"; readonly reply: Reply } | { readonly _tag: "ErrorReply"; readonly text: string }
+export type Outcome =
+  { readonly _tag: "Reply"; readonly reply: Reply } | { readonly _tag: "ErrorReply"; readonly text: string }
 
 const describe = (target: CommandTarget, args: ReadonlyArray<string>): string =>
   `${args.join(" ")} (127.0.0.1:${target.port})`.slice(0, 200)
@@ -107,7 +108,10 @@ export interface Commands {
 }
 
 /** Builds the admin-command operations for a server at host:port. */
-export const makeCommands = (target: { readonly host: string; readonly port: number }, timeoutMs: number): Commands => ({
+export const makeCommands = (
+  target: { readonly host: string; readonly port: number },
+  timeoutMs: number
+): Commands => ({
   command: (...args) => command({ ...target, timeoutMs }, args),
   commandReply: (...args) => commandReply({ ...target, timeoutMs }, args),
   commandWith: (options, ...args) => {

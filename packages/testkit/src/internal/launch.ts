@@ -97,9 +97,7 @@ export const spawnServer = (bin: string, argv: ReadonlyArray<string>, dir: strin
 
 /** What came of waiting for a launched server. */
 export type Readiness =
-  | { readonly _tag: "Ready" }
-  | { readonly _tag: "AddressInUse" }
-  | { readonly _tag: "Failed"; readonly detail: string }
+  { readonly _tag: "Ready" } | { readonly _tag: "AddressInUse" } | { readonly _tag: "Failed"; readonly detail: string }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -1,23 +1,35 @@
 /**
- * Backstops that kill every server process this test process spawned, even when scopes never close:
+ * Backstops that kill every server process this test process spawned (and remove its temp
+ * directories), even when scopes never close:
  * - a `process.on("exit")` hook (normal exit, `process.exit`, an uncaught error);
  * - a detached bash watchdog that reads pids on stdin and, on EOF, SIGKILLs those still listed. Its
  *   stdin closes when this process dies in any way (SIGTERM from a pool, SIGKILL), which the exit
- *   hook cannot see. Exited pids are unlisted at once, so a recycled pid is never signalled.
+ *   hook cannot see. Exited pids are unlisted at once, so a recycled pid is never signalled, and
+ *   only directories this process created with mkdtemp are ever listed for removal.
  */
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Net from "node:net"
 
 const live = new Set<ChildProcess.ChildProcess>()
+const dirs = new Set<string>()
 let watchdog: ChildProcess.ChildProcess | undefined
 let installed = false
 
 const watchdogScript = [
-  "declare -A pids",
+  "declare -A pids dirs",
   "while IFS= read -r line; do",
-  '  case "$line" in -*) unset "pids[${line#-}]" ;; ?*) pids[$line]=1 ;; esac',
+  '  case "$line" in',
+  '    -dir:*) unset "dirs[${line#-dir:}]" ;;',
+  "    dir:*) dirs[${line#dir:}]=1 ;;",
+  '    -*) unset "pids[${line#-}]" ;;',
+  "    ?*) pids[$line]=1 ;;",
+  "  esac",
   "done",
   'for pid in "${!pids[@]}"; do kill -CONT "$pid"; kill -KILL "$pid"; done 2>/dev/null',
+  // Give the killed servers a moment to be gone before their directories are removed.
+  'for i in 1 2 3 4 5 6 7 8 9 10; do alive=; for pid in "${!pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done; [ -z "$alive" ] && break; sleep 0.1; done',
+  'for dir in "${!dirs[@]}"; do rm -rf -- "$dir"; done',
   "exit 0"
 ].join("\n")
 
@@ -36,6 +48,13 @@ const install = (): void => {
         child.kill("SIGKILL")
       } catch {
         // already gone
+      }
+    }
+    for (const dir of dirs) {
+      try {
+        Fs.rmSync(dir, { recursive: true, force: true })
+      } catch {
+        // a still-dying server may hold it: the watchdog retries after the kill
       }
     }
   })
@@ -70,6 +89,19 @@ export const track = (child: ChildProcess.ChildProcess): void => {
     live.delete(child)
     tell(`-${pid}`)
   })
+}
+
+/** Registers a temp directory to remove if this process dies before its scope closes. */
+export const trackDir = (dir: string): void => {
+  install()
+  dirs.add(dir)
+  tell(`dir:${dir}`)
+}
+
+/** Unregisters a directory (after its scope removed it). */
+export const untrackDir = (dir: string): void => {
+  dirs.delete(dir)
+  tell(`-dir:${dir}`)
 }
 
 /** The pids of tracked children that have not exited yet (for diagnostics and tests). */

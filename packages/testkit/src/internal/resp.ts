@@ -49,7 +49,12 @@ export const parseOne = (buf: Buffer): RawReply | undefined => {
  * Opens a connection, sends one command and resolves with its reply. Rejects on connection errors
  * or after `timeoutMs`; the socket is always destroyed when the promise settles.
  */
-export const oneShot = (host: string, port: number, args: ReadonlyArray<string>, timeoutMs: number): Promise<RawReply> =>
+export const oneShot = (
+  host: string,
+  port: number,
+  args: ReadonlyArray<string>,
+  timeoutMs: number
+): Promise<RawReply> =>
   new Promise((resolve, reject) => {
     let buf = Buffer.alloc(0)
     const socket = Net.connect({ host, port })
