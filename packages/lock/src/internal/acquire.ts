@@ -76,7 +76,11 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         attempts++
         const before = uncertain
         uncertain = true
-        const result = yield* backend.acquire(request(remaining)).pipe(Effect.timeoutOption(remaining), Effect.result)
+        // A grant that takes longer than the usable lease could not be relied on anyway.
+        const attemptMillis = Math.min(remaining, settings.usableLeaseMillis)
+        const result = yield* backend
+          .acquire(request(attemptMillis))
+          .pipe(Effect.timeoutOption(attemptMillis), Effect.result)
         if (result._tag === "Failure") {
           const error = result.failure
           if (!error.mayHaveExecuted) uncertain = before
@@ -90,7 +94,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         if (result.success._tag === "None") {
           // Cut off by the deadline. After a busy reply this says nothing new about the server, so
           // it does not turn a "busy" timeout into an "unavailable" one.
-          if (!lastBusy) lastError = noReply(remaining)
+          if (!lastBusy) lastError = noReply(attemptMillis)
           continue
         }
         const reply = result.success.value

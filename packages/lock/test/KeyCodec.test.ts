@@ -1,0 +1,78 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as KeyCodec from "../src/KeyCodec.ts"
+import { lockKey } from "../src/internal/keys.ts"
+
+const ok = <K>(codec: KeyCodec.KeyCodec<K>, key: K): string => {
+  const result = codec.encode(key)
+  assert.isTrue(Result.isSuccess(result), `${codec.name} should encode ${String(key)}`)
+  return Result.isSuccess(result) ? result.success : ""
+}
+
+const rejected = <K>(codec: KeyCodec.KeyCodec<K>, key: K): string => {
+  const result = codec.encode(key)
+  assert.isTrue(Result.isFailure(result), `${codec.name} should reject ${String(key)}`)
+  return Result.isFailure(result) ? result.failure : ""
+}
+
+/** The Cluster hash tag of a key, as the server computes it (null when the whole key is hashed). */
+const hashTag = (key: string): string | null => {
+  const open = key.indexOf("{")
+  if (open === -1) return null
+  const close = key.indexOf("}", open + 1)
+  if (close === -1 || close === open + 1) return null
+  return key.slice(open + 1, close)
+}
+
+describe("KeyCodec", () => {
+  it("string: the text itself; empty and lone surrogates rejected", () => {
+    assert.strictEqual(ok(KeyCodec.string, "account:42"), "account:42")
+    assert.strictEqual(ok(KeyCodec.string, "ünï 🔒"), "ünï 🔒")
+    assert.include(rejected(KeyCodec.string, ""), "empty")
+    assert.include(rejected(KeyCodec.string, "a\ud800b"), "surrogate")
+  })
+
+  it("integer: one canonical text for equal integers", () => {
+    assert.strictEqual(ok(KeyCodec.integer, 42), "42")
+    assert.strictEqual(ok(KeyCodec.integer, 42n), "42")
+    assert.strictEqual(ok(KeyCodec.integer, -0), "0")
+    assert.strictEqual(ok(KeyCodec.integer, 2n ** 80n), "1208925819614629174706176")
+    for (const bad of [1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 60]) rejected(KeyCodec.integer, bad)
+  })
+
+  it("bytes: lowercase hex, any byte value", () => {
+    assert.strictEqual(ok(KeyCodec.bytes, new Uint8Array([0, 0x7b, 0x7d, 0xff])), "007b7dff")
+    rejected(KeyCodec.bytes, new Uint8Array([]))
+  })
+
+  it("schema: canonical JSON, independent of property order", () => {
+    const Key = Schema.Struct({ bank: Schema.String, account: Schema.Number, tags: Schema.Array(Schema.String) })
+    const codec = KeyCodec.schema(Key)
+    const a = ok(codec, { bank: "b", account: 1, tags: ["x"] })
+    const b = ok(codec, { tags: ["x"], account: 1, bank: "b" })
+    assert.strictEqual(a, b)
+    assert.strictEqual(a, '{"account":1,"bank":"b","tags":["x"]}')
+    const Record = KeyCodec.schema(Schema.Record(Schema.String, Schema.Number))
+    assert.strictEqual(ok(Record, { z: 1, a: 2 }), ok(Record, { a: 2, z: 1 }))
+    assert.include(rejected(codec, { bank: 1 } as never), "schema")
+  })
+})
+
+describe("lock keys", () => {
+  it("every key gets a non-empty hash tag equal to its escaped text, for any text", () => {
+    const texts = ["{", "}", "{}", "}{", "a}b", "%7B", "x{y}z", ":", " ", "ünï", "%"]
+    const seen = new Set<string>()
+    for (const text of texts) {
+      const key = lockKey("ns", text)
+      const tag = hashTag(key)
+      assert.isNotNull(tag, key)
+      assert.notInclude(tag ?? "", "{")
+      assert.notInclude(tag ?? "", "}")
+      assert.strictEqual(hashTag(`${key}:fence`), tag, "companion keys share the slot")
+      seen.add(key)
+    }
+    assert.strictEqual(seen.size, texts.length, "escaping is one-to-one")
+    assert.strictEqual(lockKey("ns", "a{b}%"), "ns:{a%7Bb%7D%25}")
+  })
+})
