@@ -48,11 +48,16 @@ export interface LeaseRequest {
  *   busy to its own retry.
  * - `Busy`: another token holds the key; `remainingMillis` is its remaining lease (-1 when it has no
  *   expiry), used to avoid polling long before it can expire.
+ * - `NotMaster`: the write was applied, but the node that applied it (`address`) was not, or is no
+ *   longer, the master in the client's view (replicated deployments). The lock cannot be relied on.
  *
  * @category models
  * @since 0.1.0
  */
-export type AcquireReply = { readonly _tag: "Acquired" } | { readonly _tag: "Busy"; readonly remainingMillis: number }
+export type AcquireReply =
+  | { readonly _tag: "Acquired" }
+  | { readonly _tag: "Busy"; readonly remainingMillis: number }
+  | { readonly _tag: "NotMaster"; readonly address: string }
 
 /**
  * The shape every backend provides.

@@ -1,16 +1,22 @@
 /**
- * The node-redis backend for `@sage/lock`: connects the `Lock` service to a standalone Redis or
- * Valkey server through a node-redis 5/6 client that lives as long as the layer.
+ * node-redis backends for `@sage/lock`: standalone servers, Sentinel-managed masters with replicas,
+ * and Clusters. The `Lock` service is the same over all three; only the layer changes.
  *
  * **Details**
  * - Every lock command carries its own timeout (what is left of the caller's budget), so a stalled
- *   server or a reconnecting client never stretches a deadline. node-redis queues commands while it
- *   reconnects; the timeout removes a queued command that was never written.
+ *   server or a reconnecting client never stretches a deadline.
  * - The three lock scripts run by SHA1 and are re-sent transparently after `NOSCRIPT`.
- * - Socket errors are logged, never thrown: the client reconnects with a short capped backoff (20 ms
- *   doubling up to 500 ms, plus jitter) unless you pass your own `socket.reconnectStrategy`.
- * - Standalone lock operations are single commands on the shared, pipelined connection: none needs a
- *   dedicated connection. `dedicatedPool` is validated and reserved for replicated deployments.
+ * - Socket errors are logged or classified, never thrown.
+ * - Standalone: every lock operation is one script on the shared, pipelined connection.
+ * - Sentinel and Cluster: each acquisition and renewal takes a connection from the dedicated pool
+ *   (per node, `dedicatedPool.maxConnections`, default 10) and runs the script, `ROLE`, and (with
+ *   `replicaAcknowledgement`, the default) `WAIT` on it. `ROLE` and `WAIT` need ACL permission.
+ *
+ * | deployment | acquire | renew | release |
+ * | --- | --- | --- | --- |
+ * | standalone | script | script | script |
+ * | Sentinel / Cluster, acknowledgement on | script, ROLE, WAIT | script, ROLE, WAIT | script |
+ * | Sentinel / Cluster, acknowledgement off | script, ROLE | script, ROLE | script |
  *
  * @since 0.1.0
  */
@@ -20,180 +26,89 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
-import { InvalidArgument, RedisError } from "@sage/lock/LockError"
-import { createClient, type RedisClientOptions } from "redis"
-import { classify } from "./internal/classify.ts"
-import * as Scripts from "./internal/scripts.ts"
+import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
+import type { RedisClientOptions, RedisClusterOptions, RedisSentinelOptions } from "redis"
+import * as ClusterTopology from "./internal/cluster.ts"
+import * as Pool from "./internal/pool.ts"
+import { makeBackend } from "./internal/replicated.ts"
+import * as SentinelTopology from "./internal/sentinel.ts"
+import * as Standalone from "./internal/standalone.ts"
 
 /**
- * Options of the standalone backend: node-redis `createClient` options plus the dedicated pool.
+ * Options shared by every deployment.
  *
  * @category options
  * @since 0.1.0
  */
-export interface Options extends Omit<RedisClientOptions, "modules" | "functions" | "scripts" | "RESP"> {
-  /** Connections for operations that need one connection for several commands. Default 10. */
+export interface CommonOptions {
+  /**
+   * The pool of connections that one lock operation holds for several commands (replicated
+   * deployments). `maxConnections` (default 10) bounds it per node; a full pool delays acquisition
+   * and renewal within their budgets.
+   */
   readonly dedicatedPool?: { readonly maxConnections?: number | undefined } | undefined
   /** How long the layer may take to connect before it fails. Default 10 seconds. */
   readonly connectTimeoutMillis?: number | undefined
 }
 
-type Client = ReturnType<typeof createClient>
+/**
+ * Options of the standalone backend: node-redis `createClient` options (URL, socket and TLS,
+ * username and password, database, name) plus the common options.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface Options
+  extends Omit<RedisClientOptions, "modules" | "functions" | "scripts" | "RESP">, CommonOptions {}
 
-const defaultReconnect = (retries: number): number => Math.min(20 * 2 ** retries, 500) + Math.floor(Math.random() * 50)
-
-const validate = (options: Options): Effect.Effect<void, InvalidArgument> => {
-  const max = options.dedicatedPool?.maxConnections
-  if (max !== undefined && !(Number.isInteger(max) && max >= 1)) {
-    return Effect.fail(
-      new InvalidArgument({
-        field: "dedicatedPool.maxConnections",
-        value: String(max),
-        reason: "must be an integer of at least 1"
-      })
-    )
-  }
-  const connect = options.connectTimeoutMillis
-  if (connect !== undefined && !(Number.isFinite(connect) && connect > 0)) {
-    return Effect.fail(
-      new InvalidArgument({
-        field: "connectTimeoutMillis",
-        value: String(connect),
-        reason: "must be finite and positive"
-      })
-    )
-  }
-  return Effect.void
+/**
+ * Options of the Sentinel backend.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface SentinelOptions extends CommonOptions {
+  /** The master name the sentinels monitor, e.g. `"mymaster"`. */
+  readonly name: string
+  /** Some sentinels to start from; the client discovers the rest. */
+  readonly sentinels: ReadonlyArray<{ readonly host: string; readonly port: number }>
+  /** Options for connections to the data nodes (auth, TLS). */
+  readonly nodeClientOptions?: RedisClientOptions | undefined
+  /** Options for connections to the sentinels (auth, TLS). */
+  readonly sentinelClientOptions?: RedisClientOptions | undefined
 }
 
-const connect = (options: Options): Effect.Effect<Client, RedisError, Scope.Scope> =>
-  Effect.gen(function* () {
-    const context = yield* Effect.context()
-    const log = (effect: Effect.Effect<void>) => Effect.runForkWith(context)(effect)
-    const { dedicatedPool: _pool, connectTimeoutMillis, ...clientOptions } = options
-    const client: Client = createClient({
-      ...clientOptions,
-      socket: { reconnectStrategy: defaultReconnect, ...clientOptions.socket }
-    } as RedisClientOptions) as Client
-    // Until the first `ready`, a connection error fails the layer; afterwards errors are logged once
-    // per outage (node-redis reports every failed reconnect attempt).
-    let ready = false
-    let reported = false
-    let failFirst: ((error: unknown) => void) | undefined
-    client.on("error", (error: unknown) => {
-      if (!ready) return failFirst?.(error)
-      if (reported) return
-      reported = true
-      log(Effect.logWarning("redis connection error; reconnecting", classify("connect", error)))
-    })
-    client.on("ready", () => {
-      ready = true
-      reported = false
-    })
-    const timeout = connectTimeoutMillis ?? 10_000
-    return yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () =>
-          new Promise<Client>((resolve, reject) => {
-            failFirst = reject
-            const timer = setTimeout(() => reject(new Error(`could not connect within ${timeout} ms`)), timeout)
-            client.connect().then(
-              () => {
-                clearTimeout(timer)
-                resolve(client)
-              },
-              (error: unknown) => {
-                clearTimeout(timer)
-                reject(error)
-              }
-            )
-          }),
-        catch: (error) => {
-          client.destroy()
-          return classify("connect", error)
-        }
-      }),
-      (client) =>
-        Effect.promise(() => client.close()).pipe(
-          Effect.timeoutOption(2_000),
-          Effect.ensuring(Effect.sync(() => client.isOpen && client.destroy())),
-          Effect.ignore
-        )
-    )
-  })
-
-/** Sends one lock script, bounded by `timeoutMillis`, reloading it on NOSCRIPT. */
-const runScript = (
-  client: Client,
-  script: Scripts.Script,
-  key: string,
-  args: ReadonlyArray<string>,
-  timeoutMillis: number
-): Effect.Effect<unknown, RedisError> => {
-  const send = (mode: "EVALSHA" | "EVAL") =>
-    Effect.tryPromise({
-      try: (signal) =>
-        client.sendCommand(Scripts.evalArgs(mode, script, key, args), {
-          timeout: Math.max(1, Math.ceil(timeoutMillis)),
-          abortSignal: signal
-        }),
-      catch: (error) => classify(`${mode} ${script.name}`, error)
-    })
-  return send("EVALSHA").pipe(
-    Effect.catchIf(
-      (error) => error.code === "NOSCRIPT",
-      () => send("EVAL")
-    )
-  )
+/**
+ * Options of the Cluster backend.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface ClusterOptions extends CommonOptions {
+  /** Some nodes to start from (`{ url }` or client options); the client discovers the rest. */
+  readonly rootNodes: RedisClusterOptions["rootNodes"]
+  /** Options for every node connection (auth, TLS). */
+  readonly defaults?: RedisClusterOptions["defaults"] | undefined
+  /** Maps the addresses nodes announce to reachable ones (NAT, proxies). */
+  readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
 }
 
-const unexpected = (command: string, reply: unknown): RedisError =>
-  new RedisError({
-    command,
-    kind: "server",
-    code: "UNEXPECTED",
-    reply: `unexpected reply ${JSON.stringify(reply)}`,
-    retryable: false,
-    mayHaveExecuted: true
-  })
+const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
+  new InvalidArgument({ field, value: String(value), reason })
 
-/** The backend over a connected client. */
-const fromClient = (client: Client, description: string): LockBackend.Backend => ({
-  description,
-  acquire: (request) =>
-    Effect.flatMap(
-      runScript(
-        client,
-        Scripts.acquire,
-        request.key,
-        [request.token, String(request.leaseMillis)],
-        request.timeoutMillis
-      ),
-      (reply): Effect.Effect<LockBackend.AcquireReply, RedisError> => {
-        if (Array.isArray(reply) && reply[0] === 1) return Effect.succeed({ _tag: "Acquired" })
-        if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "number") {
-          return Effect.succeed({ _tag: "Busy", remainingMillis: reply[1] })
-        }
-        return Effect.fail(unexpected("acquire", reply))
-      }
-    ),
-  renew: (request) =>
-    Effect.map(
-      runScript(
-        client,
-        Scripts.renew,
-        request.key,
-        [request.token, String(request.leaseMillis)],
-        request.timeoutMillis
-      ),
-      (reply) => reply === 1
-    ),
-  release: (request) =>
-    Effect.map(
-      runScript(client, Scripts.release, request.key, [request.token], request.timeoutMillis),
-      (reply) => reply === 1
-    )
-})
+const validate = (
+  options: CommonOptions
+): Effect.Effect<{ maxConnections: number; connectTimeout: number }, InvalidArgument> => {
+  const max = options.dedicatedPool?.maxConnections ?? 10
+  if (!(Number.isInteger(max) && max >= 1)) {
+    return Effect.fail(invalid("dedicatedPool.maxConnections", max, "must be an integer of at least 1"))
+  }
+  const connectTimeout = options.connectTimeoutMillis ?? 10_000
+  if (!(Number.isFinite(connectTimeout) && connectTimeout > 0)) {
+    return Effect.fail(invalid("connectTimeoutMillis", connectTimeout, "must be finite and positive"))
+  }
+  return Effect.succeed({ maxConnections: max, connectTimeout })
+}
 
 /**
  * Connects a standalone client and returns the backend; the client closes with the scope.
@@ -205,9 +120,66 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
-    yield* validate(options)
-    const client = yield* connect(options)
-    return fromClient(client, "node-redis standalone")
+    const { connectTimeout } = yield* validate(options)
+    const { dedicatedPool: _pool, connectTimeoutMillis: _timeout, ...clientOptions } = options
+    const client = yield* Standalone.connect(clientOptions as RedisClientOptions, connectTimeout)
+    return Standalone.fromClient(client, "node-redis standalone")
+  })
+
+/**
+ * Connects to a Sentinel-managed master and returns the backend; it follows failovers.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeSentinel = (
+  options: SentinelOptions
+): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { connectTimeout, maxConnections } = yield* validate(options)
+    if (typeof options.name !== "string" || options.name.length === 0) {
+      return yield* invalid("name", options.name, "the master name must be a non-empty string")
+    }
+    if (!Array.isArray(options.sentinels) || options.sentinels.length === 0) {
+      return yield* invalid("sentinels", JSON.stringify(options.sentinels), "at least one sentinel is needed")
+    }
+    const sentinel = yield* SentinelTopology.connect(
+      {
+        name: options.name,
+        sentinelRootNodes: options.sentinels.map(({ host, port }) => ({ host, port })),
+        ...(options.nodeClientOptions === undefined ? {} : { nodeClientOptions: options.nodeClientOptions }),
+        ...(options.sentinelClientOptions === undefined ? {} : { sentinelClientOptions: options.sentinelClientOptions })
+      } as RedisSentinelOptions,
+      connectTimeout
+    )
+    const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
+    return makeBackend(SentinelTopology.topology(sentinel, options.name), pool)
+  })
+
+/**
+ * Connects to a Cluster and returns the backend; it follows slot moves and failovers.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeCluster = (
+  options: ClusterOptions
+): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { connectTimeout, maxConnections } = yield* validate(options)
+    if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
+      return yield* invalid("rootNodes", JSON.stringify(options.rootNodes), "at least one node is needed")
+    }
+    const cluster = yield* ClusterTopology.connect(
+      {
+        rootNodes: options.rootNodes,
+        ...(options.defaults === undefined ? {} : { defaults: options.defaults }),
+        ...(options.nodeAddressMap === undefined ? {} : { nodeAddressMap: options.nodeAddressMap })
+      } as RedisClusterOptions,
+      connectTimeout
+    )
+    const pool = yield* Pool.make({ maxConnections, clientOptions: (options.defaults ?? {}) as RedisClientOptions })
+    return makeBackend(ClusterTopology.topology(cluster), pool)
   })
 
 /**
@@ -231,17 +203,78 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, R
   Layer.effect(LockBackend.LockBackend, make(options))
 
 /**
+ * The `LockBackend` for a master with replicas managed by Sentinel.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { Lock } from "@sage/lock"
+ * import { NodeRedisBackend } from "@sage/lock-node-redis"
+ *
+ * const LockLive = Lock.layer().pipe(
+ *   Layer.provide(NodeRedisBackend.layerSentinel({ name: "mymaster", sentinels: [{ host: "10.0.0.5", port: 26379 }] }))
+ * )
+ * ```
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerSentinel = (
+  options: SentinelOptions
+): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+  Layer.effect(LockBackend.LockBackend, makeSentinel(options))
+
+/**
+ * The `LockBackend` for a Redis or Valkey Cluster.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { Lock } from "@sage/lock"
+ * import { NodeRedisBackend } from "@sage/lock-node-redis"
+ *
+ * const LockLive = Lock.layer().pipe(
+ *   Layer.provide(NodeRedisBackend.layerCluster({ rootNodes: [{ url: "redis://10.0.0.7:7000" }] }))
+ * )
+ * ```
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerCluster = (
+  options: ClusterOptions
+): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+  Layer.effect(LockBackend.LockBackend, makeCluster(options))
+
+/**
+ * Credentials and pool size shared by the `Config` layers.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface ConfigAuth {
+  readonly username?: string | undefined
+  readonly password?: Redacted.Redacted | undefined
+  readonly maxConnections?: number | undefined
+}
+
+/**
  * The options `layerConfig` reads from `Config`.
  *
  * @category options
  * @since 0.1.0
  */
-export interface ConfigOptions {
+export interface ConfigOptions extends ConfigAuth {
   readonly url: string
-  readonly username?: string | undefined
-  readonly password?: Redacted.Redacted | undefined
-  readonly maxConnections?: number | undefined
 }
+
+const auth = (config: ConfigAuth) => ({
+  ...(config.username === undefined ? {} : { username: config.username }),
+  ...(config.password === undefined ? {} : { password: Redacted.value(config.password) })
+})
+
+const pool = (config: ConfigAuth) =>
+  config.maxConnections === undefined ? {} : { dedicatedPool: { maxConnections: config.maxConnections } }
 
 /**
  * The standalone backend configured from `Config`, e.g. `REDIS_URL`.
@@ -265,12 +298,81 @@ export const layerConfig = (
 ): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
+    Effect.flatMap(Config.unwrap(options), (config) => make({ url: config.url, ...auth(config), ...pool(config) }))
+  )
+
+/**
+ * The options `layerSentinelConfig` reads: `sentinels` is a comma-separated `host:port` list.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface SentinelConfigOptions extends ConfigAuth {
+  readonly name: string
+  readonly sentinels: string
+}
+
+const hostPorts = (list: string): Array<{ host: string; port: number }> =>
+  list
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0)
+    .map((entry) => {
+      const at = entry.lastIndexOf(":")
+      return { host: entry.slice(0, at), port: Number(entry.slice(at + 1)) }
+    })
+
+/**
+ * The Sentinel backend configured from `Config`, e.g. `REDIS_SENTINELS=10.0.0.5:26379,10.0.0.6:26379`.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerSentinelConfig = (
+  options: Config.Wrap<SentinelConfigOptions>
+): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+  Layer.effect(
+    LockBackend.LockBackend,
     Effect.flatMap(Config.unwrap(options), (config) =>
-      make({
-        url: config.url,
-        ...(config.username === undefined ? {} : { username: config.username }),
-        ...(config.password === undefined ? {} : { password: Redacted.value(config.password) }),
-        ...(config.maxConnections === undefined ? {} : { dedicatedPool: { maxConnections: config.maxConnections } })
+      makeSentinel({
+        name: config.name,
+        sentinels: hostPorts(config.sentinels),
+        nodeClientOptions: auth(config),
+        ...pool(config)
+      })
+    )
+  )
+
+/**
+ * The options `layerClusterConfig` reads: `nodes` is a comma-separated list of `redis://` URLs.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface ClusterConfigOptions extends ConfigAuth {
+  readonly nodes: string
+}
+
+/**
+ * The Cluster backend configured from `Config`, e.g. `REDIS_CLUSTER_NODES=redis://10.0.0.7:7000`.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerClusterConfig = (
+  options: Config.Wrap<ClusterConfigOptions>
+): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+  Layer.effect(
+    LockBackend.LockBackend,
+    Effect.flatMap(Config.unwrap(options), (config) =>
+      makeCluster({
+        rootNodes: config.nodes
+          .split(",")
+          .map((url) => url.trim())
+          .filter((url) => url.length > 0)
+          .map((url) => ({ url })),
+        defaults: auth(config),
+        ...pool(config)
       })
     )
   )

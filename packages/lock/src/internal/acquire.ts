@@ -115,6 +115,17 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           uncertain = false
           return { _tag: "Held", lease: { key, token, validUntil } } satisfies AcquireOutcome
         }
+        if (reply._tag === "NotMaster") {
+          // The write landed on a node that is not (or no longer) the master: a failover may drop
+          // it, or grant the key to someone else. The body must not start; cleanup releases it.
+          return yield* new LockLost({
+            key,
+            namespace: settings.namespace,
+            phase: "acquire",
+            reason: "not-master",
+            bodyCompleted: false
+          })
+        }
         uncertain = false
         if (params.mode === "try") return { _tag: "Busy" } satisfies AcquireOutcome
         lastBusy = true

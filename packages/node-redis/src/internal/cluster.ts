@@ -1,0 +1,72 @@
+// The Cluster topology: a node-redis cluster client keeps the slot map (following MOVED/ASK and
+// topology changes); lock operations go to each slot's master on dedicated connections.
+import * as Effect from "effect/Effect"
+import { RedisError } from "@sage/lock/LockError"
+import { createCluster, type RedisClusterOptions } from "redis"
+import type * as Scope from "effect/Scope"
+import { classify } from "./classify.ts"
+import type { Topology } from "./replicated.ts"
+import { slotOf } from "./slot.ts"
+
+type Cluster = ReturnType<typeof createCluster>
+
+const unserved = (key: string, slot: number): RedisError =>
+  new RedisError({
+    command: "route",
+    kind: "server",
+    code: "CLUSTERDOWN",
+    reply: `no master is known for slot ${slot} (key ${key})`,
+    retryable: true,
+    mayHaveExecuted: false
+  })
+
+/** Connects the cluster client (bounded) and closes it with the scope. */
+export const connect = (
+  options: RedisClusterOptions,
+  timeoutMillis: number
+): Effect.Effect<Cluster, RedisError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.suspend(() => {
+      const cluster: Cluster = createCluster(options) as Cluster
+      cluster.on("error", () => {})
+      return Effect.tryPromise({
+        try: () => cluster.connect(),
+        catch: (error) => {
+          cluster.destroy()
+          return classify("cluster connect", error)
+        }
+      }).pipe(
+        Effect.timeoutOrElse({
+          duration: timeoutMillis,
+          orElse: () =>
+            Effect.sync(() => cluster.destroy()).pipe(
+              Effect.andThen(
+                Effect.fail(classify("cluster connect", new Error(`no cluster within ${timeoutMillis} ms`)))
+              )
+            )
+        }),
+        Effect.as(cluster)
+      )
+    }),
+    (cluster) =>
+      Effect.promise(() => cluster.close()).pipe(
+        Effect.timeoutOption(2_000),
+        Effect.ensuring(Effect.sync(() => cluster.isOpen && cluster.destroy())),
+        Effect.ignore
+      )
+  )
+
+export const topology = (cluster: Cluster): Topology => ({
+  description: "node-redis cluster",
+  route: (key) =>
+    Effect.suspend(() => {
+      const slot = slotOf(key)
+      const shard = cluster.slots[slot]
+      if (shard === undefined) return Effect.fail(unserved(key, slot))
+      return Effect.succeed({ address: shard.master.address, replicas: shard.replicas?.length ?? 0 })
+    }),
+  isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
+  // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.
+  refresh: (key) =>
+    Effect.tryPromise(() => cluster.sendCommand(key, false, ["PTTL", key], { timeout: 1_000 })).pipe(Effect.ignore)
+})

@@ -1,0 +1,161 @@
+// The dedicated connection pool: connections that one lock operation holds for several commands
+// (the write, then ROLE, then WAIT, which counts only that connection's writes and blocks it).
+//
+// One pool per node address, each bounded by `maxConnections`. Waiting for a free connection is
+// bounded by the caller's own timeout, so a full pool delays acquisition (within waitTimeout) and
+// renewal (within the usable lease) but never stretches them. A connection whose command failed,
+// timed out or was interrupted is destroyed rather than reused: its socket may still carry a late
+// reply or a blocked WAIT.
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Semaphore from "effect/Semaphore"
+import type * as Scope from "effect/Scope"
+import { RedisError } from "@sage/lock/LockError"
+import { createClient, type RedisClientOptions } from "redis"
+import { classify } from "./classify.ts"
+
+type Client = ReturnType<typeof createClient>
+
+/** One connection, held for the duration of a `use` call. */
+export interface Connection {
+  /** `host:port` of the node this connection talks to. */
+  readonly address: string
+  /** Sends one command with its own timeout (ms). */
+  readonly send: (args: ReadonlyArray<string>, timeoutMillis: number) => Effect.Effect<unknown, RedisError>
+}
+
+export interface Pool {
+  /** Runs `f` on a dedicated connection to `address`, waiting at most `timeoutMillis` for one. */
+  readonly use: <A>(
+    address: string,
+    timeoutMillis: number,
+    f: (connection: Connection) => Effect.Effect<A, RedisError>
+  ) => Effect.Effect<A, RedisError>
+  /** Connections currently open, per address (for tests and metrics). */
+  readonly openConnections: () => number
+}
+
+interface NodePool {
+  readonly permits: Semaphore.Semaphore
+  readonly idle: Array<Client>
+}
+
+const exhausted = (address: string, timeoutMillis: number): RedisError =>
+  new RedisError({
+    command: "dedicated connection",
+    kind: "timeout",
+    code: "POOL_EXHAUSTED",
+    reply: `no dedicated connection to ${address} became free within ${Math.round(timeoutMillis)} ms`,
+    retryable: true,
+    mayHaveExecuted: false
+  })
+
+const splitAddress = (address: string): { readonly host: string; readonly port: number } => {
+  const at = address.lastIndexOf(":")
+  return { host: address.slice(0, at), port: Number(address.slice(at + 1)) }
+}
+
+/**
+ * A pool bounded per node. `clientOptions` are the user's node-redis options (auth, TLS, ...); the
+ * socket's host and port are replaced by the node's.
+ */
+export const make = (options: {
+  readonly maxConnections: number
+  readonly clientOptions: RedisClientOptions
+}): Effect.Effect<Pool, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const nodes = new Map<string, NodePool>()
+    const open = new Set<Client>()
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const client of open) if (client.isOpen) client.destroy()
+        open.clear()
+      })
+    )
+
+    const nodePool = (address: string): NodePool => {
+      let pool = nodes.get(address)
+      if (pool === undefined) {
+        pool = { permits: Semaphore.makeUnsafe(options.maxConnections), idle: [] }
+        nodes.set(address, pool)
+      }
+      return pool
+    }
+
+    const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, RedisError> =>
+      Effect.suspend(() => {
+        const { host, port } = splitAddress(address)
+        const client: Client = createClient({
+          ...options.clientOptions,
+          // A dedicated connection is never reconnected: a broken one is dropped and replaced.
+          socket: { ...options.clientOptions.socket, host, port, reconnectStrategy: false },
+          disableOfflineQueue: true
+        } as RedisClientOptions) as Client
+        client.on("error", () => {})
+        open.add(client)
+        return Effect.tryPromise({
+          try: () => client.connect(),
+          catch: (error) => classify(`connect ${address}`, error)
+        }).pipe(
+          Effect.timeoutOrElse({
+            duration: Math.max(1, timeoutMillis),
+            orElse: () => Effect.fail(exhausted(address, timeoutMillis))
+          }),
+          Effect.as(client),
+          Effect.onError(() => Effect.sync(() => discard(client)))
+        )
+      })
+
+    const discard = (client: Client): void => {
+      open.delete(client)
+      if (client.isOpen) client.destroy()
+    }
+
+    const use: Pool["use"] = (address, timeoutMillis, f) =>
+      Effect.suspend(() => {
+        const pool = nodePool(address)
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function* () {
+            const taken = yield* restore(pool.permits.take(1)).pipe(
+              Effect.timeoutOption(Math.max(1, timeoutMillis)),
+              Effect.map((o) => o._tag === "Some")
+            )
+            if (!taken) return yield* exhausted(address, timeoutMillis)
+            const exit = yield* Effect.exit(
+              restore(
+                Effect.gen(function* () {
+                  let client = pool.idle.pop()
+                  while (client !== undefined && !client.isReady) {
+                    discard(client)
+                    client = pool.idle.pop()
+                  }
+                  const connection = client ?? (yield* connect(address, timeoutMillis))
+                  return yield* f(toConnection(address, connection)).pipe(
+                    Effect.onExit((result) =>
+                      Effect.sync(() => {
+                        if (Exit.isSuccess(result) && connection.isReady) pool.idle.push(connection)
+                        else discard(connection)
+                      })
+                    )
+                  )
+                })
+              )
+            )
+            yield* pool.permits.release(1)
+            return yield* exit
+          })
+        )
+      })
+
+    return { use, openConnections: () => open.size } satisfies Pool
+  })
+
+const toConnection = (address: string, client: Client): Connection => ({
+  address,
+  send: (args, timeoutMillis) =>
+    Effect.tryPromise({
+      try: (signal) =>
+        client.sendCommand([...args], { timeout: Math.max(1, Math.ceil(timeoutMillis)), abortSignal: signal }),
+      catch: (error) => classify(args[0] ?? "command", error)
+    })
+})

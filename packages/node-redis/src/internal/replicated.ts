@@ -1,0 +1,140 @@
+// Lock operations on replicated deployments (Sentinel, Cluster), shared by both topologies.
+//
+// Each acquire or renew runs on one dedicated connection to the key's master: the script, then
+// `ROLE` (the node must still call itself master, and the client's own view of the topology must
+// agree: a demoted or restarted old master can answer "master" for seconds), then, with replica
+// acknowledgement on, `WAIT` for the replicas the client's view lists. `WAIT` counts only writes
+// made on the same connection, and its timeout is what is left of the caller's budget (never 0,
+// which would block forever). A missing acknowledgement is a retryable failure; a write on a node
+// that is not the master is reported as such.
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { Backend, LeaseRequest } from "@sage/lock/LockBackend"
+import { RedisError } from "@sage/lock/LockError"
+import { parseAcquire, runScript } from "./commands.ts"
+import type { Pool } from "./pool.ts"
+import * as Scripts from "./scripts.ts"
+
+/** Where a key's master is, and how many replicas the client's view lists for it. */
+export interface Route {
+  readonly address: string
+  readonly replicas: number
+}
+
+/** What a replicated deployment tells the lock about its topology. */
+export interface Topology {
+  readonly description: string
+  readonly route: (key: string) => Effect.Effect<Route, RedisError>
+  /** Whether `address` is the master for `key` in the client's current view. */
+  readonly isMaster: (key: string, address: string) => boolean
+  /** Asks the client to re-read the topology after a redirect, a role change or a dead node. */
+  readonly refresh: (key: string) => Effect.Effect<void>
+}
+
+const failure = (code: string, reply: string, mayHaveExecuted: boolean): RedisError =>
+  new RedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
+
+/** Errors after which the client's view of the topology is probably stale. */
+const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
+
+const askTarget = (error: RedisError): string | undefined =>
+  error.code === "ASK" ? error.reply.split(" ")[2] : undefined
+
+type Outcome = "wrote" | "no-write"
+
+/**
+ * Runs one script on the key's master and, when it wrote, checks the role and waits for replicas.
+ * `wrote` says whether the reply means the key now holds our token with a fresh lease.
+ */
+const guardedWrite = <A>(
+  topology: Topology,
+  pool: Pool,
+  request: LeaseRequest,
+  script: Scripts.Script,
+  args: ReadonlyArray<string>,
+  interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], RedisError>,
+  onNotMaster: (address: string) => Effect.Effect<A, RedisError>
+): Effect.Effect<A, RedisError> =>
+  Effect.gen(function* () {
+    const start = yield* Clock.currentTimeMillis
+    const left = Effect.map(Clock.currentTimeMillis, (now) => request.timeoutMillis - (now - start))
+    const route = yield* topology.route(request.key)
+    const attempt = (address: string, asking: boolean) =>
+      pool.use(address, request.timeoutMillis, (connection) =>
+        Effect.gen(function* () {
+          if (asking) yield* connection.send(["ASKING"], yield* left)
+          const [value, outcome] = yield* interpret(
+            yield* runScript(connection.send, script, request.key, args, yield* left)
+          )
+          if (outcome === "no-write") return value
+          const role = yield* connection.send(["ROLE"], yield* left)
+          const isMaster = Array.isArray(role) && role[0] === "master"
+          if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
+            return yield* onNotMaster(connection.address)
+          }
+          if (!request.acknowledge) return value
+          const wanted = Math.max(1, route.replicas)
+          const waitMillis = Math.floor(yield* left)
+          if (waitMillis < 1) {
+            return yield* failure("UNACKNOWLEDGED", "no time left to wait for replicas", true)
+          }
+          const acks = yield* connection.send(["WAIT", String(wanted), String(waitMillis)], waitMillis + 100)
+          if (typeof acks !== "number" || acks < wanted) {
+            return yield* failure(
+              "UNACKNOWLEDGED",
+              `${String(acks)} of ${wanted} replica(s) acknowledged within ${waitMillis} ms`,
+              true
+            )
+          }
+          return value
+        })
+      )
+    return yield* attempt(route.address, false).pipe(
+      Effect.catchIf(
+        (error) => askTarget(error) !== undefined,
+        (error) => attempt(askTarget(error)!, true)
+      ),
+      Effect.tapError((error) =>
+        staleView.has(error.code) || error.kind !== "server" ? topology.refresh(request.key) : Effect.void
+      )
+    )
+  })
+
+/** The lock backend over a replicated topology and its dedicated pool. */
+export const makeBackend = (topology: Topology, pool: Pool): Backend => ({
+  description: topology.description,
+  acquire: (request) =>
+    guardedWrite(
+      topology,
+      pool,
+      request,
+      Scripts.acquire,
+      [request.token, String(request.leaseMillis)],
+      (reply) =>
+        Effect.map(
+          parseAcquire(reply),
+          (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
+        ),
+      (address) => Effect.succeed({ _tag: "NotMaster", address } as const)
+    ),
+  renew: (request) =>
+    guardedWrite(
+      topology,
+      pool,
+      request,
+      Scripts.renew,
+      [request.token, String(request.leaseMillis)],
+      (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
+      (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
+    ),
+  release: (request) =>
+    guardedWrite(
+      topology,
+      pool,
+      { ...request, acknowledge: false },
+      Scripts.release,
+      [request.token],
+      (reply) => Effect.succeed([reply === 1, "no-write"] as const),
+      () => Effect.succeed(false)
+    )
+})

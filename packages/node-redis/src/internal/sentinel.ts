@@ -1,0 +1,82 @@
+// The Sentinel topology: a node-redis Sentinel client follows the master through failovers and
+// lists the replicas the sentinels consider healthy; lock operations go to that master on
+// dedicated connections.
+import * as Effect from "effect/Effect"
+import { RedisError } from "@sage/lock/LockError"
+import { createSentinel, type RedisSentinelOptions } from "redis"
+import type * as Scope from "effect/Scope"
+import { classify } from "./classify.ts"
+import type { Topology } from "./replicated.ts"
+
+type Sentinel = ReturnType<typeof createSentinel>
+
+const noMaster = (name: string): RedisError =>
+  new RedisError({
+    command: "route",
+    kind: "server",
+    code: "MASTERDOWN",
+    reply: `the sentinels know no master for ${name} right now`,
+    retryable: true,
+    mayHaveExecuted: false
+  })
+
+/** Connects the sentinel client (bounded) and closes it with the scope. */
+export const connect = (
+  options: RedisSentinelOptions,
+  timeoutMillis: number
+): Effect.Effect<Sentinel, RedisError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.suspend(() => {
+      // One replica connection per replica keeps the replica list current; one master connection
+      // serves the topology client itself (lock operations use the dedicated pool).
+      const sentinel: Sentinel = createSentinel({ masterPoolSize: 1, replicaPoolSize: 1, ...options }) as Sentinel
+      sentinel.on("error", () => {})
+      return Effect.tryPromise({
+        try: () => sentinel.connect(),
+        catch: (error) => {
+          void sentinel.destroy().catch(() => {})
+          return classify("sentinel connect", error)
+        }
+      }).pipe(
+        Effect.timeoutOrElse({
+          duration: timeoutMillis,
+          orElse: () =>
+            Effect.promise(() => sentinel.destroy().catch(() => {})).pipe(
+              Effect.andThen(
+                Effect.fail(classify("sentinel connect", new Error(`no master within ${timeoutMillis} ms`)))
+              )
+            )
+        }),
+        Effect.as(sentinel)
+      )
+    }),
+    (sentinel) =>
+      Effect.promise(() => sentinel.close().catch(() => {})).pipe(
+        Effect.timeoutOption(2_000),
+        Effect.ensuring(Effect.promise(() => sentinel.destroy().catch(() => {}))),
+        Effect.ignore
+      )
+  )
+
+const addressOf = (node: { readonly host: string; readonly port: number }): string => `${node.host}:${node.port}`
+
+export const topology = (sentinel: Sentinel, name: string): Topology => ({
+  description: "node-redis sentinel",
+  route: () =>
+    Effect.suspend(() => {
+      const master = sentinel.getMasterNode()
+      if (master === undefined) return Effect.fail(noMaster(name))
+      return Effect.succeed({ address: addressOf(master), replicas: sentinel.getReplicaNodes().size })
+    }),
+  isMaster: (_key, address) => {
+    const master = sentinel.getMasterNode()
+    return master !== undefined && addressOf(master) === address
+  },
+  // The client re-reads the sentinels on +switch-master and on its own connection errors; a cheap
+  // command through it surfaces a changed master sooner.
+  refresh: () =>
+    Effect.tryPromise(() => sentinel.sendCommand(false, ["PING"], { timeout: 1_000 })).pipe(
+      Effect.timeoutOption(1_000),
+      Effect.ignore
+    )
+})
