@@ -194,16 +194,24 @@ export const holding = (it: It): void => {
   it.effect("10. renewal keeps working under maxmemory while new acquisitions get OOM", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "150 millis" })
+      // 500 ms: long enough for a cold first renewal on a replicated deployment (a new pooled
+      // connection plus the script's first load), short enough that the body spans several leases.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "500 millis" })
       const key = redisKey(lock.namespace, "oom")
       const restore = control.command(key, "CONFIG", "SET", "maxmemory", "0").pipe(Effect.ignore)
       const outcome = yield* Effect.gen(function* () {
         yield* control.command(key, "CONFIG", "SET", "maxmemory-policy", "noeviction")
         yield* control.command(key, "CONFIG", "SET", "maxmemory", "1")
-        const other = yield* Effect.void.pipe(lock.withLock("oom-other", { waitTimeout: "2 seconds" }), Effect.flip)
-        yield* Effect.sleep(600)
+        // Same key text in another namespace: same hash tag, so the same node even on a Cluster.
+        const neighbour = yield* Lock.make({ namespace: uniqueNamespace() })
+        const other = yield* Effect.void.pipe(neighbour.withLock("oom", { waitTimeout: "2 seconds" }), Effect.flip)
+        yield* Effect.sleep(1_500)
         return other
-      }).pipe(lock.withLock("oom", { waitTimeout: "1 second" }), Effect.ensuring(restore))
+      }).pipe(
+        lock.withLock("oom", { waitTimeout: "1 second" }),
+        Effect.tapError((e) => Effect.sync(() => console.log("DEBUG", e, (e as any).cause))),
+        Effect.ensuring(restore)
+      )
       assert.strictEqual(outcome._tag, "RedisError")
       if (outcome._tag === "RedisError") assert.strictEqual(outcome.code, "OOM")
     })

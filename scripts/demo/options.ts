@@ -1,0 +1,88 @@
+// The demo's command line and environment: how many workers and deposits, the lease, which server.
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
+import { parseArgs } from "node:util"
+import type { ServerBinary } from "@sage/lock-testkit"
+
+export interface DemoOptions {
+  readonly help: boolean
+  readonly workers: number
+  readonly deposits: number
+  readonly leaseMillis: number
+  /** Skip the lock: the control experiment, expected to fail the balance check. */
+  readonly unlocked: boolean
+  /** Use this server instead of starting one. */
+  readonly redisUrl: string | undefined
+  readonly flavor: ServerBinary.Flavor
+}
+
+/** A bad flag or variable; main.ts prints the message itself, without a stack trace. */
+export class OptionsError extends Data.TaggedError("OptionsError")<{ readonly message: string }> {
+  override readonly [Runtime.errorReported] = false
+}
+
+export const usage = `usage: node demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
+
+Worker processes deposit into one Redis balance with a non-atomic GET/SET under @sage/lock's
+withLock; midway one worker is SIGKILLed while it holds the lock. Exits 0 when the final balance
+equals the number of completed deposits and no surviving worker lost the lock.
+
+  --workers N    worker processes, 1-16 (env DEMO_WORKERS, default 4)
+  --deposits N   deposits per worker, 1-1000 (env DEMO_DEPOSITS, default 25)
+  --lease-ms N   lock lease in milliseconds, 100-10000 (env DEMO_LEASE_MS, default 1000)
+  --unlocked     run the same GET/SET without the lock, to watch updates get lost (exits 1)
+
+  REDIS_URL      use this server instead of starting one
+  DEMO_SERVER    redis7 (default: redis-server) or valkey8 (valkey-server; VALKEY_SERVER_BIN)`
+
+const integer = (
+  label: string,
+  raw: string | undefined,
+  fallback: number,
+  min: number,
+  max: number
+): Effect.Effect<number, OptionsError> => {
+  if (raw === undefined || raw === "") return Effect.succeed(fallback)
+  const value = Number(raw)
+  return Number.isInteger(value) && value >= min && value <= max
+    ? Effect.succeed(value)
+    : Effect.fail(
+        new OptionsError({ message: `${label} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}` })
+      )
+}
+
+/** Reads flags (which win) and environment variables. */
+export const parse = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Effect.Effect<DemoOptions, OptionsError> =>
+  Effect.gen(function* () {
+    const { values } = yield* Effect.try({
+      try: () =>
+        parseArgs({
+          args: [...argv],
+          options: {
+            workers: { type: "string" },
+            deposits: { type: "string" },
+            "lease-ms": { type: "string" },
+            unlocked: { type: "boolean" },
+            help: { type: "boolean", short: "h" }
+          }
+        }),
+      catch: (cause) => new OptionsError({ message: cause instanceof Error ? cause.message : String(cause) })
+    })
+    const server = env["DEMO_SERVER"] ?? "redis7"
+    if (server !== "redis7" && server !== "valkey8") {
+      return yield* new OptionsError({
+        message: `DEMO_SERVER must be redis7 or valkey8, got ${JSON.stringify(server)}`
+      })
+    }
+    const redisUrl = env["REDIS_URL"]
+    return {
+      help: values.help === true,
+      workers: yield* integer("--workers", values.workers ?? env["DEMO_WORKERS"], 4, 1, 16),
+      deposits: yield* integer("--deposits", values.deposits ?? env["DEMO_DEPOSITS"], 25, 1, 1000),
+      leaseMillis: yield* integer("--lease-ms", values["lease-ms"] ?? env["DEMO_LEASE_MS"], 1000, 100, 10_000),
+      unlocked: values.unlocked === true,
+      redisUrl: redisUrl === undefined || redisUrl === "" ? undefined : redisUrl,
+      flavor: server
+    }
+  })
