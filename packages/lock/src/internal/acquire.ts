@@ -85,7 +85,9 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           const error = result.failure
           if (!error.mayHaveExecuted) uncertain = before
           if (!error.retryable) return yield* error
-          lastError = error
+          // A bare timeout says less than an earlier explained failure (UNACKNOWLEDGED, LOADING,
+          // POOL_EXHAUSTED): keep the explanation for the TimedOut the caller may get.
+          if (error.kind !== "timeout" || lastError === undefined || lastError.kind === "timeout") lastError = error
           lastBusy = false
           const now = yield* nowMillis
           yield* Effect.sleep(yield* nextDelay(policy, attempts - 1, deadline - now))
@@ -94,7 +96,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         if (result.success._tag === "None") {
           // Cut off by the deadline. After a busy reply this says nothing new about the server, so
           // it does not turn a "busy" timeout into an "unavailable" one.
-          if (!lastBusy) lastError = noReply(attemptMillis)
+          if (!lastBusy && (lastError === undefined || lastError.kind === "timeout")) lastError = noReply(attemptMillis)
           continue
         }
         const reply = result.success.value
