@@ -11,7 +11,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Backend, LeaseRequest } from "@sage/lock/LockBackend"
 import { RedisError } from "@sage/lock/LockError"
-import { parseAcquire, runScript } from "./commands.ts"
+import { parseAcquire, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import * as Scripts from "./scripts.ts"
 
@@ -37,6 +37,10 @@ const failure = (code: string, reply: string, mayHaveExecuted: boolean): RedisEr
 /** Errors after which the client's view of the topology is probably stale. */
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
 
+/** A failure after the write was applied: the key may now hold our token, so cleanup must release it. */
+const afterWrite = (error: RedisError): RedisError =>
+  error.mayHaveExecuted ? error : new RedisError({ ...error, cause: error.cause, mayHaveExecuted: true })
+
 const askTarget = (error: RedisError): string | undefined =>
   error.code === "ASK" ? error.reply.split(" ")[2] : undefined
 
@@ -57,38 +61,46 @@ const guardedWrite = <A>(
 ): Effect.Effect<A, RedisError> =>
   Effect.gen(function* () {
     const start = yield* Clock.currentTimeMillis
-    const left = Effect.map(Clock.currentTimeMillis, (now) => request.timeoutMillis - (now - start))
+    // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
+    // with its own explanation (POOL_EXHAUSTED, UNACKNOWLEDGED) rather than a bare timeout.
+    const budget = request.timeoutMillis - Math.max(5, request.timeoutMillis * 0.1)
+    const left = Effect.map(Clock.currentTimeMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
     const attempt = (address: string, asking: boolean) =>
-      pool.use(address, request.timeoutMillis, (connection) =>
+      pool.use(address, budget, (connection) =>
         Effect.gen(function* () {
           if (asking) yield* connection.send(["ASKING"], yield* left)
           const [value, outcome] = yield* interpret(
             yield* runScript(connection.send, script, request.key, args, yield* left)
           )
           if (outcome === "no-write") return value
-          const role = yield* connection.send(["ROLE"], yield* left)
-          const isMaster = Array.isArray(role) && role[0] === "master"
-          if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
-            return yield* onNotMaster(connection.address)
-          }
-          if (!request.acknowledge) return value
-          const wanted = Math.max(1, route.replicas)
-          const waitMillis = Math.floor(yield* left)
-          if (waitMillis < 1) {
-            return yield* failure("UNACKNOWLEDGED", "no time left to wait for replicas", true)
-          }
-          const acks = yield* connection.send(["WAIT", String(wanted), String(waitMillis)], waitMillis + 100)
-          if (typeof acks !== "number" || acks < wanted) {
-            return yield* failure(
-              "UNACKNOWLEDGED",
-              `${String(acks)} of ${wanted} replica(s) acknowledged within ${waitMillis} ms`,
-              true
-            )
-          }
-          return value
+          return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
         })
       )
+    // Everything after an applied write: the role, the client's view, the replicas.
+    const checkWrite = (connection: { readonly address: string; readonly send: Send }, value: A, asking: boolean) =>
+      Effect.gen(function* () {
+        const role = yield* connection.send(["ROLE"], yield* left)
+        const isMaster = Array.isArray(role) && role[0] === "master"
+        if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
+          return yield* onNotMaster(connection.address)
+        }
+        if (!request.acknowledge) return value
+        const wanted = Math.max(1, route.replicas)
+        const waitMillis = Math.floor(yield* left)
+        if (waitMillis < 1) {
+          return yield* failure("UNACKNOWLEDGED", "no time left to wait for replicas", true)
+        }
+        const acks = yield* connection.send(["WAIT", String(wanted), String(waitMillis)], waitMillis + 100)
+        if (typeof acks !== "number" || acks < wanted) {
+          return yield* failure(
+            "UNACKNOWLEDGED",
+            `${String(acks)} of ${wanted} replica(s) acknowledged within ${waitMillis} ms`,
+            true
+          )
+        }
+        return value
+      })
     return yield* attempt(route.address, false).pipe(
       Effect.catchIf(
         (error) => askTarget(error) !== undefined,
