@@ -5,6 +5,8 @@
 #   - redis-server 7 from Debian and valkey-server 8 from bookworm-backports (unpacked, not installed)
 # Everything lands in .toolchain/ (git-ignored). Source this file to get PATH and the server
 # variables; running it directly only provisions. Idempotent and quiet when all is in place.
+# When sourced, the caller's shell options are restored at the end.
+_toolchain_saved_options=$(set +o)
 set -euo pipefail
 
 NODE_VERSION=22.23.5
@@ -54,7 +56,7 @@ fi
 # --- valkey-server 8 (bookworm-backports, unpacked into .toolchain/valkey) ------------------------
 valkey_bin="$tc/valkey/usr/bin/valkey-server"
 if [ -z "${VALKEY_SERVER_BIN:-}" ] && ! command -v valkey-server >/dev/null 2>&1 && [ ! -e "$valkey_bin" ]; then
-  if command -v apt-get >/dev/null 2>&1 && [ -f /etc/apt/sources.list.d/debian.sources ] || [ -f /etc/apt/sources.list ]; then
+  if command -v apt-get >/dev/null 2>&1 && { [ -f /etc/apt/sources.list.d/debian.sources ] || [ -f /etc/apt/sources.list ]; }; then
     log "fetching valkey-server $VALKEY_VERSION from bookworm-backports"
     # The mirror comes from the system's own apt sources, so no host name is written here.
     mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
@@ -77,3 +79,5 @@ fi
 
 export PATH="$tc/bin:$PATH"
 if [ -z "${VALKEY_SERVER_BIN:-}" ] && [ -e "$valkey_bin" ]; then export VALKEY_SERVER_BIN="$valkey_bin"; fi
+eval "$_toolchain_saved_options"
+unset _toolchain_saved_options

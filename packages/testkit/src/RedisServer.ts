@@ -34,6 +34,18 @@ export interface StartOptions {
   readonly commandTimeoutMs?: number | undefined
   /** Run in a container (testcontainers); defaults to `SAGE_TEST_DOCKER === "1"`. */
   readonly docker?: boolean | undefined
+  /**
+   * Run as a Sentinel (`<dir>/sentinel.conf --sentinel` before the usual flags). The config file starts
+   * empty and survives `restart`, since Sentinel rewrites it with what it learned (monitored masters,
+   * its id, epochs). Always a local binary: Docker mode is ignored. Default false.
+   */
+  readonly sentinel?: boolean | undefined
+}
+
+/** A host and port, shaped like node-redis `sentinelRootNodes` entries and cluster root-node sockets. */
+export interface Address {
+  readonly host: string
+  readonly port: number
 }
 
 /** Per-call options of `commandWith`: user, password, timeout, error replies as values. */
@@ -155,7 +167,8 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     const extra = options?.args ?? []
     const commandTimeoutMs = options?.commandTimeoutMs ?? 5000
     const startTimeoutMs = options?.startTimeoutMs ?? 10_000
-    if (options?.docker ?? process.env["SAGE_TEST_DOCKER"] === "1") {
+    const sentinel = options?.sentinel === true
+    if (!sentinel && (options?.docker ?? process.env["SAGE_TEST_DOCKER"] === "1")) {
       return yield* Docker.start({ flavor, args: [...baseArgs, ...extra], commandTimeoutMs, startTimeoutMs })
     }
     const bin = yield* ServerBinary.resolve(flavor)
@@ -165,8 +178,28 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     // every process this scope ever spawns is covered, whatever fails later.
     yield* Effect.addFinalizer(() => stopCurrent(state))
 
+    const sentinelConfig = Path.join(dir, "sentinel.conf")
+    if (sentinel) {
+      yield* Effect.try({
+        try: () => Fs.writeFileSync(sentinelConfig, ""),
+        catch: (cause) =>
+          new TestkitError({
+            reason: "StartFailed",
+            message: `cannot write ${sentinelConfig}: ${String(cause)}`,
+            cause
+          })
+      })
+    }
+    // A cluster node also binds port+10000 (the bus): a random port is only tried when both are free.
+    const clusterBus = extra.some((arg, i) => arg === "--cluster-enabled" && extra[i + 1] === "yes")
+    const isFree = (port: number): Promise<boolean> =>
+      clusterBus
+        ? Promise.all([Launch.isPortFree(port), Launch.isPortFree(port + 10000)]).then(([a, b]) => a && b)
+        : Launch.isPortFree(port)
+
     // prettier-ignore
     const argvFor = (port: number): ReadonlyArray<string> => [
+      ...(sentinel ? [sentinelConfig, "--sentinel"] : []),
       "--port", String(port),
       ...baseArgs,
       "--dir", dir,
@@ -179,7 +212,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
       let launches = 0
       for (let draws = 0; draws < maxPortAttempts * 10; draws++) {
         const port = options?.port ?? Launch.randomPort()
-        if (options?.port === undefined && !(yield* Effect.promise(() => Launch.isPortFree(port)))) continue
+        if (options?.port === undefined && !(yield* Effect.promise(() => isFree(port)))) continue
         launches++
         const readiness = yield* launchOnce(state, bin, argvFor(port), port, dir, startTimeoutMs)
         if (readiness._tag === "Ready") return port

@@ -12,6 +12,18 @@ export * as TestkitError from "./TestkitError.ts"
 /** Scoped real servers with process-level faults and admin commands. */
 export * as RedisServer from "./RedisServer.ts"
 
+/** A master with replicas, and replication faults (frozen replicas, cut links). */
+export * as Replicated from "./Replicated.ts"
+
+/** A replicated master watched by Sentinels, with failover helpers. */
+export * as SentinelTopology from "./SentinelTopology.ts"
+
+/** A Redis Cluster of masters and replicas, with slot lookups and CLUSTER FAILOVER. */
+export * as ClusterTopology from "./ClusterTopology.ts"
+
+/** Moving a hash slot between cluster masters step by step (ASK, TRYAGAIN, MOVED). */
+export * as ClusterMigration from "./ClusterMigration.ts"
+
 /** Server-side faults as thin admin-command Effects. */
 export * as Faults from "./Faults.ts"
 

@@ -25,8 +25,17 @@ export type Outcome =
 const describe = (target: CommandTarget, args: ReadonlyArray<string>): string =>
   `${args.join(" ")} (127.0.0.1:${target.port})`.slice(0, 200)
 
-/** Runs one command; server error replies are an `ErrorReply` outcome, everything else a `TestkitError`. */
-export const run = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Outcome, TestkitError> =>
+const label = (batch: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> =>
+  batch.length === 1 ? (batch[0] ?? []) : batch.flatMap((args, i) => (i === 0 ? args : [";", ...args]))
+
+/**
+ * Runs commands in order on one connection (so `WAIT` counts the writes before it); server error
+ * replies are `ErrorReply` outcomes, everything else a `TestkitError`. The timeout covers the batch.
+ */
+export const runSession = (
+  target: CommandTarget,
+  batch: ReadonlyArray<ReadonlyArray<string>>
+): Effect.Effect<Array<Outcome>, TestkitError> =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
       const client = createClient({
@@ -43,21 +52,27 @@ export const run = (target: CommandTarget, args: ReadonlyArray<string>): Effect.
     }),
     (client) =>
       Effect.tryPromise({
-        try: async (): Promise<Outcome> => {
+        try: async (): Promise<Array<Outcome>> => {
           await client.connect()
-          try {
-            return { _tag: "Reply", reply: await client.sendCommand<Reply>(args) }
-          } catch (error) {
-            if (error instanceof ErrorReply) return { _tag: "ErrorReply", text: error.message }
-            throw error
+          const outcomes: Array<Outcome> = []
+          for (const args of batch) {
+            try {
+              outcomes.push({ _tag: "Reply", reply: await client.sendCommand<Reply>([...args]) })
+            } catch (error) {
+              if (!(error instanceof ErrorReply)) throw error
+              outcomes.push({ _tag: "ErrorReply", text: error.message })
+            }
           }
+          return outcomes
         },
-        catch: (cause) =>
-          new TestkitError({
+        catch: (cause) => {
+          const text = cause instanceof Error ? cause.message : String(cause)
+          return new TestkitError({
             reason: "CommandFailed",
-            message: `${describe(target, args)} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+            message: `${describe(target, label(batch))} failed: ${text}`,
             cause
           })
+        }
       }).pipe(
         Effect.timeoutOrElse({
           duration: target.timeoutMs,
@@ -65,13 +80,17 @@ export const run = (target: CommandTarget, args: ReadonlyArray<string>): Effect.
             Effect.fail(
               new TestkitError({
                 reason: "Timeout",
-                message: `${describe(target, args)} got no reply within ${target.timeoutMs} ms`
+                message: `${describe(target, label(batch))} got no reply within ${target.timeoutMs} ms`
               })
             )
         })
       ),
     (client) => Effect.sync(() => client.destroy())
   )
+
+/** Runs one command; server error replies are an `ErrorReply` outcome, everything else a `TestkitError`. */
+export const run = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Outcome, TestkitError> =>
+  Effect.map(runSession(target, [args]), (outcomes): Outcome => outcomes[0] ?? { _tag: "ErrorReply", text: "no reply" })
 
 /** Runs one command and fails with `TestkitError` (reason `CommandFailed`) on an error reply. */
 export const command = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Reply, TestkitError> =>
@@ -82,6 +101,27 @@ export const command = (target: CommandTarget, args: ReadonlyArray<string>): Eff
           new TestkitError({ reason: "CommandFailed", message: `${describe(target, args)} replied: ${outcome.text}` })
         )
   )
+
+/** Runs commands in order on one connection and fails on the first error reply. */
+export const session = (
+  target: CommandTarget,
+  batch: ReadonlyArray<ReadonlyArray<string>>
+): Effect.Effect<Array<Reply>, TestkitError> =>
+  Effect.flatMap(runSession(target, batch), (outcomes) => {
+    const replies: Array<Reply> = []
+    for (const [i, outcome] of outcomes.entries()) {
+      if (outcome._tag === "ErrorReply") {
+        return Effect.fail(
+          new TestkitError({
+            reason: "CommandFailed",
+            message: `${describe(target, batch[i] ?? [])} replied: ${outcome.text}`
+          })
+        )
+      }
+      replies.push(outcome.reply)
+    }
+    return Effect.succeed(replies)
+  })
 
 /** Runs one command and returns an error reply's text (e.g. "NOPERM ...") as the success value. */
 export const commandReply = (target: CommandTarget, args: ReadonlyArray<string>): Effect.Effect<Reply, TestkitError> =>
@@ -103,6 +143,11 @@ export interface Commands {
   readonly command: (...args: ReadonlyArray<string>) => Effect.Effect<Reply, TestkitError>
   /** Like `command`, but an error reply's text (e.g. "NOPERM ...") is the success value. */
   readonly commandReply: (...args: ReadonlyArray<string>) => Effect.Effect<Reply, TestkitError>
+  /**
+   * Several commands in order on one connection, e.g. `[["SET", k, v], ["WAIT", "1", "300"]]`: `WAIT`
+   * counts only the writes of its own connection. Fails on the first error reply.
+   */
+  readonly session: (commands: ReadonlyArray<ReadonlyArray<string>>) => Effect.Effect<Array<Reply>, TestkitError>
   /** `command` with a user, password or timeout of its own. */
   readonly commandWith: (options: CommandOptions, ...args: ReadonlyArray<string>) => Effect.Effect<Reply, TestkitError>
 }
@@ -114,6 +159,7 @@ export const makeCommands = (
 ): Commands => ({
   command: (...args) => command({ ...target, timeoutMs }, args),
   commandReply: (...args) => commandReply({ ...target, timeoutMs }, args),
+  session: (commands) => session({ ...target, timeoutMs }, commands),
   commandWith: (options, ...args) => {
     const full: CommandTarget = {
       ...target,
