@@ -4,9 +4,34 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { RedisServer, type ServerBinary } from "@sage/lock-testkit"
+import { ClusterTopology, RedisServer, SentinelTopology, type ServerBinary } from "@sage/lock-testkit"
 import { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+/** The contract's view of a deployment, given how to find the node that owns a key. */
+export const controlVia = (
+  label: string,
+  nodeFor: (key: string) => Effect.Effect<RedisServer.RedisServer>
+): ServerControl["Service"] => {
+  const on = <A>(key: string, f: (server: RedisServer.RedisServer) => Effect.Effect<A, unknown>) =>
+    Effect.orDie(Effect.flatMap(nodeFor(key), f))
+  return {
+    label,
+    get: (key) =>
+      on(key, (server) => server.command("GET", key)).pipe(Effect.map((r) => (r === null ? null : String(r)))),
+    set: (key, value, pxMillis) =>
+      on(key, (server) =>
+        pxMillis === undefined
+          ? server.command("SET", key, value)
+          : server.command("SET", key, value, "PX", String(pxMillis))
+      ).pipe(Effect.asVoid),
+    del: (key) => on(key, (server) => server.command("DEL", key)).pipe(Effect.asVoid),
+    pttl: (key) => on(key, (server) => server.command("PTTL", key)).pipe(Effect.map(Number)),
+    command: (key, ...args) => on(key, (server) => server.command(...args)),
+    pause: (key) => on(key, (server) => server.pause),
+    resume: (key) => on(key, (server) => server.resume)
+  }
+}
 
 /** The contract's view of one standalone server. */
 export const controlFor = (server: RedisServer.RedisServer): ServerControl["Service"] => ({
@@ -36,5 +61,47 @@ export const standaloneTarget = (
       const server = yield* RedisServer.start({ flavor })
       const backend = yield* NodeRedisBackend.make({ url: server.url, ...options })
       return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, controlFor(server)))
+    })
+  )
+
+/**
+ * A master with two replicas under three sentinels, and the Sentinel backend on it. Sentinel's
+ * down-after is long (8 s) so the contract's short freezes never trigger a failover; failover
+ * tests start their own topology.
+ */
+export const sentinelTarget = (
+  flavor: ServerBinary.Flavor,
+  options: Partial<NodeRedisBackend.SentinelOptions> = {}
+): Layer.Layer<LockBackend | ServerControl, unknown> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
+      const backend = yield* NodeRedisBackend.makeSentinel({
+        name: topology.masterName,
+        sentinels: topology.sentinelNodes,
+        ...options
+      })
+      const control = controlVia(`${flavor} sentinel`, () => Effect.orDie(topology.master()))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+    })
+  )
+
+/**
+ * Three masters with one replica each, and the Cluster backend on them. The node timeout is long
+ * (8 s) so the contract's short freezes never trigger a failover.
+ */
+export const clusterTarget = (
+  flavor: ServerBinary.Flavor,
+  options: Partial<NodeRedisBackend.ClusterOptions> = {}
+): Layer.Layer<LockBackend | ServerControl, unknown> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
+        ...options
+      })
+      const control = controlVia(`${flavor} cluster`, (key) => Effect.orDie(topology.masterFor(key)))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
     })
   )

@@ -63,7 +63,7 @@ const guardedWrite = <A>(
     const start = yield* Clock.currentTimeMillis
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
     // with its own explanation (POOL_EXHAUSTED, UNACKNOWLEDGED) rather than a bare timeout.
-    const budget = request.timeoutMillis - Math.max(5, request.timeoutMillis * 0.1)
+    const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
     const left = Effect.map(Clock.currentTimeMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
     const attempt = (address: string, asking: boolean) =>
@@ -86,7 +86,11 @@ const guardedWrite = <A>(
           return yield* onNotMaster(connection.address)
         }
         if (!request.acknowledge) return value
-        const wanted = Math.max(1, route.replicas)
+        // Every replica that both the client's view and the master itself (ROLE) list, and at least
+        // one: right after a failover the new master has fewer replicas than the view remembers, and a
+        // master that lists none (restarted empty, isolated) must not pass with WAIT 0.
+        const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+        const wanted = Math.max(1, Math.min(route.replicas, connected))
         const waitMillis = Math.floor(yield* left)
         if (waitMillis < 1) {
           return yield* failure("UNACKNOWLEDGED", "no time left to wait for replicas", true)

@@ -20,12 +20,14 @@ export const holding = (it: It): void => {
   it.effect("5. the lease is renewed while the body runs, so the body may outlive many leases", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "150 millis" })
+      // Leases in this suite stay at 300 ms or more: replicated deployments need several round trips
+      // (script, ROLE, WAIT) per renewal, and CI machines are loaded.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "400 millis" })
       const key = redisKey(lock.namespace, "long")
       const ttls: Array<number> = []
       const value = yield* Effect.gen(function* () {
         for (let i = 0; i < 8; i++) {
-          yield* Effect.sleep(100)
+          yield* Effect.sleep(250)
           ttls.push(yield* control.pttl(key))
         }
         return "done after ~5 leases"
@@ -46,7 +48,7 @@ export const holding = (it: It): void => {
     it.effect(`5. ownership lost (key ${label}): the body is interrupted, its finalizers run, then LockLost`, () =>
       Effect.gen(function* () {
         const control = yield* ServerControl
-        const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "200 millis" })
+        const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "400 millis" })
         const key = redisKey(lock.namespace, "stolen")
         const started = yield* Deferred.make<void>()
         let finalized = false

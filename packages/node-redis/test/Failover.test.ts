@@ -1,0 +1,178 @@
+// Failover and resharding on real Sentinel and Cluster topologies, for Redis 7 and Valkey 8: what
+// happens to a held lock when the master changes, with and without replica acknowledgement, and
+// what callers see while a slot moves between masters.
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { ClusterMigration, ClusterTopology, Replicated, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+const namespace = () => `fo-${Math.random().toString(36).slice(2, 8)}`
+
+const clientOn = (backend: LockBackend["Service"], options: Lock.LockOptions = {}) =>
+  Lock.make({ namespace: namespace(), ...options }).pipe(Effect.provideService(LockBackend, backend))
+
+const clusterBackend = (topology: ClusterTopology.ClusterTopology) =>
+  NodeRedisBackend.makeCluster({
+    rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+  })
+
+/** Runs `body` under the lock in the background; resolves once the body is inside. */
+const holding = <A, E>(lock: Lock.LockClient<string>, key: string, body: Effect.Effect<A, E>) =>
+  Effect.gen(function* () {
+    const inside = yield* Deferred.make<void>()
+    let interrupted = false
+    const fiber = yield* Effect.forkChild(
+      Deferred.succeed(inside, undefined).pipe(
+        Effect.andThen(body),
+        Effect.onInterrupt(() => Effect.sync(() => (interrupted = true))),
+        lock.withLock(key, { waitTimeout: "5 seconds" }),
+        Effect.result
+      )
+    )
+    yield* Deferred.await(inside)
+    return { fiber, interrupted: () => interrupted }
+  })
+
+for (const flavor of ServerBinary.flavorsUnderTest()) {
+  describe(`failover on ${flavor} (sentinel)`, () => {
+    it.live("with acknowledgement, a held lock survives a failover and renewal continues on the new master", () =>
+      Effect.gen(function* () {
+        const topology = yield* SentinelTopology.start({ flavor })
+        const backend = yield* NodeRedisBackend.makeSentinel({
+          name: topology.masterName,
+          sentinels: topology.sentinelNodes
+        })
+        // The lease must outlast the failover (renewals fail while the master switches): 8 s.
+        const lock = yield* clientOn(backend, { leaseDuration: "8 seconds" })
+        const held = yield* holding(lock, "survivor", Effect.sleep("10 seconds").pipe(Effect.as("done")))
+        const old = yield* topology.master()
+        const promoted = yield* SentinelTopology.failover(topology)
+        assert.notStrictEqual(promoted.port, old.port)
+        assert.isNotNull(
+          yield* promoted.command("GET", `${lock.namespace}:{survivor}`),
+          "the acknowledged lock is on the promoted replica"
+        )
+        const result = yield* Fiber.join(held.fiber)
+        assert.strictEqual(result._tag, "Success", JSON.stringify(result))
+        assert.isNull(yield* promoted.command("GET", `${lock.namespace}:{survivor}`), "released on the new master")
+      })
+    )
+
+    it.live("without acknowledgement, a lock whose write never reached a replica is lost at failover", () =>
+      Effect.gen(function* () {
+        const topology = yield* SentinelTopology.start({ flavor })
+        const backend = yield* NodeRedisBackend.makeSentinel({
+          name: topology.masterName,
+          sentinels: topology.sentinelNodes
+        })
+        const lock = yield* clientOn(backend, { leaseDuration: "15 seconds", replicaAcknowledgement: false })
+        const acked = yield* clientOn(backend, { leaseDuration: "15 seconds" })
+        const master = yield* topology.master()
+        const replicas = yield* topology.replicas()
+        // Freeze the replicas and cut their links, so the next write exists only on the master.
+        for (const replica of replicas) yield* replica.pause
+        yield* Replicated.cutReplicationLinks(master)
+        const refused = yield* Effect.void.pipe(
+          acked.withLock("unreplicated", { waitTimeout: "1 second" }),
+          Effect.flip
+        )
+        assert.strictEqual(refused._tag, "TimedOut", "with acknowledgement the same acquisition is refused")
+        const held = yield* holding(lock, "unreplicated", Effect.never)
+        yield* master.kill
+        for (const replica of replicas) yield* replica.resume
+        yield* SentinelTopology.waitForMaster(topology, (node) => node.port !== master.port, { timeoutMs: 20_000 })
+        const result = yield* Fiber.join(held.fiber).pipe(Effect.timeout("20 seconds"))
+        assert.strictEqual(result._tag, "Failure")
+        if (result._tag === "Failure") {
+          assert.strictEqual(result.failure._tag, "LockLost")
+          if (result.failure._tag === "LockLost") assert.strictEqual(result.failure.reason, "ownership")
+        }
+        assert.isTrue(held.interrupted(), "the body was interrupted")
+      })
+    )
+  })
+
+  describe(`failover and resharding on ${flavor} (cluster)`, () => {
+    it.live("with acknowledgement, a held lock survives CLUSTER FAILOVER, and bodies never overlap meanwhile", () =>
+      Effect.gen(function* () {
+        const topology = yield* ClusterTopology.start({ flavor })
+        const backend = yield* clusterBackend(topology)
+        const lock = yield* clientOn(backend, { leaseDuration: "2 seconds" })
+        const key = `${lock.namespace}:{survivor}`
+        const held = yield* holding(lock, "survivor", Effect.sleep("4 seconds").pipe(Effect.as("done")))
+        let inside = 0
+        let maxInside = 0
+        let completed = 0
+        const contender = Effect.gen(function* () {
+          inside++
+          maxInside = Math.max(maxInside, inside)
+          yield* Effect.sleep(20)
+        }).pipe(
+          Effect.ensuring(Effect.sync(() => inside--)),
+          Effect.tap(() => Effect.sync(() => completed++)),
+          lock.withLock("contended", { waitTimeout: "10 seconds" }),
+          Effect.ignore,
+          Effect.repeat({ times: 30 })
+        )
+        const contenders = yield* Effect.forkChild(Effect.all([contender, contender, contender], { concurrency: 3 }))
+        const replica = yield* topology.replicaFor(key)
+        yield* ClusterTopology.failover(topology, replica)
+        const result = yield* Fiber.join(held.fiber)
+        assert.strictEqual(result._tag, "Success", JSON.stringify(result))
+        yield* Fiber.join(contenders)
+        assert.strictEqual(maxInside, 1, "no two bodies overlapped")
+        assert.isAbove(completed, 0)
+      })
+    )
+
+    it.live("resharding a slot while locks on it are acquired, renewed and released leaks no error but TimedOut", () =>
+      Effect.gen(function* () {
+        const topology = yield* ClusterTopology.start({ flavor })
+        const backend = yield* clusterBackend(topology)
+        const lock = yield* clientOn(backend, { leaseDuration: "1 second" })
+        const key = `${lock.namespace}:{moving}`
+        const slot = ClusterTopology.keySlot(key)
+        const from = yield* topology.masterFor(key)
+        // Another master: the owner of a slot far from ours.
+        const destination = (yield* topology.shardForSlot((slot + 8192) % ClusterTopology.slotCount)).master
+        assert.notStrictEqual(destination.port, from.port)
+        const outcomes: Array<string> = []
+        const state = { running: true }
+        const worker = Effect.gen(function* () {
+          while (state.running) {
+            // Bodies outlive a lease, so renewals run while the slot moves.
+            const result = yield* Effect.sleep(1_200).pipe(
+              lock.withLock("moving", { waitTimeout: "4 seconds" }),
+              Effect.result
+            )
+            outcomes.push(
+              result._tag === "Success"
+                ? "ok"
+                : result.failure._tag === "LockLost"
+                  ? `LockLost(${result.failure.reason}: ${String(result.failure.cause)})`
+                  : result.failure._tag
+            )
+          }
+        })
+        const workers = yield* Effect.forkChild(Effect.all([worker, worker], { concurrency: 2 }))
+        yield* Effect.sleep(800)
+        yield* ClusterMigration.beginMigration(slot, from, destination)
+        yield* Effect.sleep(1_000)
+        yield* ClusterMigration.migrateKeys(slot, from, destination)
+        yield* Effect.sleep(1_000)
+        yield* ClusterMigration.finishMigration(topology, slot, from, destination)
+        yield* Effect.sleep(1_500)
+        state.running = false
+        yield* Fiber.join(workers)
+        const unexpected = outcomes.filter((o) => o !== "ok" && o !== "TimedOut")
+        assert.deepStrictEqual(unexpected, [], `outcomes: ${outcomes.join(",")}`)
+        assert.isAtLeast(outcomes.filter((o) => o === "ok").length, 3)
+        assert.strictEqual((yield* topology.masterFor(key)).port, destination.port, "the slot really moved")
+      })
+    )
+  })
+}
