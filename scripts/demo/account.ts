@@ -1,10 +1,13 @@
 // The demo's "account": a balance key read and written with a plain node-redis client, separate from the
 // lock's own connection, plus the "slow" mark that picks the worker to kill. Nothing here is atomic on
-// purpose: the lock is what keeps GET..SET safe.
+// purpose: the lock is what keeps GET..SET safe. On a cluster the client is `createCluster` (every
+// command names one key, so the two keys may live in different slots); on Sentinel it is
+// `createSentinel`, which sends the commands to the current master.
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { createClient } from "redis"
+import { createClient, createCluster, createSentinel } from "redis"
+import { type Connection, describeConnection } from "./protocol.ts"
 
 /** A balance command failed or the key held something that is not an integer. */
 export class AccountError extends Data.TaggedError("AccountError")<{
@@ -29,10 +32,27 @@ export interface Account {
 
 type Client = ReturnType<typeof createClient>
 
+/** The commands the account needs and the client's life cycle, whichever client carries them. */
+interface Handle {
+  readonly connect: () => Promise<unknown>
+  readonly close: () => Promise<unknown>
+  readonly get: (key: string) => Promise<unknown>
+  readonly set: (key: string, value: string) => Promise<unknown>
+  readonly getDel: (key: string) => Promise<unknown>
+  readonly del: (keys: ReadonlyArray<string>) => Promise<unknown>
+}
+
 const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
 const run = <A>(operation: string, f: () => Promise<A>): Effect.Effect<A, AccountError> =>
   Effect.tryPromise({ try: f, catch: (cause) => new AccountError({ operation, message: describe(cause) }) })
+
+/** Socket options for every node: give up on a node that never answered, ride out short outages after. */
+const socketOptions = (isConnected: () => boolean) => ({
+  connectTimeout: 5_000,
+  reconnectStrategy: (retries: number, cause: Error): number | Error =>
+    !isConnected() && retries >= 3 ? cause : Math.min(50 * 2 ** retries, 500)
+})
 
 const makeClient = (url: string): Client => {
   let connected = false
@@ -61,19 +81,100 @@ const close = (client: Client): Promise<void> =>
     }
   })
 
-/** Connects a client for `keys` on `url`; it is closed with the scope (also when connecting is interrupted). */
-export const connect = (url: string, keys: Keys): Effect.Effect<Account, AccountError, Scope.Scope> =>
+const standalone = (url: string): Handle => {
+  const client = makeClient(url)
+  return {
+    connect: () => client.connect(),
+    close: () => close(client),
+    get: (key) => client.get(key),
+    set: (key, value) => client.set(key, value),
+    getDel: (key) => client.getDel(key),
+    del: (keys) => client.del([...keys])
+  }
+}
+
+const cluster = (rootUrls: ReadonlyArray<string>): Handle => {
+  let connected = false
+  const client = createCluster({
+    rootNodes: rootUrls.map((url) => ({ url })),
+    defaults: { socket: socketOptions(() => connected) }
+  })
+  client.on("error", () => {})
+  return {
+    connect: () =>
+      client.connect().then(() => {
+        connected = true
+      }),
+    close: () =>
+      client.close().catch(() => {
+        try {
+          client.destroy()
+        } catch {
+          // already closed
+        }
+      }),
+    get: (key) => client.get(key),
+    set: (key, value) => client.set(key, value),
+    getDel: (key) => client.getDel(key),
+    // One DEL a key: the keys may hash to different slots.
+    del: (keys) => Promise.all(keys.map((key) => client.del(key)))
+  }
+}
+
+const sentinel = (masterName: string, sentinels: ReadonlyArray<{ host: string; port: number }>): Handle => {
+  let connected = false
+  const client = createSentinel({
+    name: masterName,
+    sentinelRootNodes: sentinels.map(({ host, port }) => ({ host, port })),
+    nodeClientOptions: { socket: socketOptions(() => connected) },
+    sentinelClientOptions: { socket: socketOptions(() => connected) }
+  })
+  client.on("error", () => {})
+  return {
+    connect: () =>
+      client.connect().then(() => {
+        connected = true
+      }),
+    close: () => client.close().catch(() => client.destroy().catch(() => {})),
+    get: (key) => client.get(key),
+    set: (key, value) => client.set(key, value),
+    getDel: (key) => client.getDel(key),
+    del: (keys) => client.del([...keys])
+  }
+}
+
+const makeHandle = (connection: Connection): Handle => {
+  switch (connection._tag) {
+    case "standalone":
+      return standalone(connection.url)
+    case "cluster":
+      return cluster(connection.rootUrls)
+    case "sentinel":
+      return sentinel(connection.masterName, connection.sentinels)
+  }
+}
+
+/** Connecting to a cluster or through sentinels has no single socket to give up on, so it gets a bound. */
+const connectTimeoutMillis = 15_000
+
+/** Connects a client for `keys`; it is closed with the scope (also when connecting is interrupted). */
+export const connect = (connection: Connection, keys: Keys): Effect.Effect<Account, AccountError, Scope.Scope> =>
   Effect.gen(function* () {
+    const where = describeConnection(connection)
     const client = yield* Effect.acquireRelease(
       Effect.try({
-        try: () => makeClient(url),
-        catch: (cause) => new AccountError({ operation: "connect", message: `${url}: ${describe(cause)}` })
+        try: () => makeHandle(connection),
+        catch: (cause) => new AccountError({ operation: "connect", message: `${where}: ${describe(cause)}` })
       }),
-      (client) => Effect.promise(() => close(client)).pipe(Effect.timeoutOption(2_000))
+      (client) => Effect.promise(() => client.close()).pipe(Effect.timeoutOption(2_000))
     )
-    yield* Effect.mapError(
-      run("connect", () => client.connect()),
-      (error) => new AccountError({ operation: "connect", message: `${url}: ${error.message}` })
+    yield* run("connect", () => client.connect()).pipe(
+      Effect.timeoutOrElse({
+        duration: connectTimeoutMillis,
+        orElse: () =>
+          Effect.fail(new AccountError({ operation: "connect", message: `no answer in ${connectTimeoutMillis} ms` }))
+      }),
+      Effect.mapError((error) => new AccountError({ operation: "connect", message: `${where}: ${error.message}` }))
     )
     return {
       get: Effect.flatMap(

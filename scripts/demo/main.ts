@@ -1,7 +1,8 @@
 // The @sage/lock demo: worker processes deposit into one Redis balance with a non-atomic GET/SET under
 // `withLock`; midway one worker is SIGKILLed while it holds the lock, and the others wait for its lease.
-// Prints live progress and a summary; exits 0 only when the balance equals the completed deposits and no
-// surviving worker lost the lock. Run `npm run demo` at the repo root, or `node demo/main.ts --help` here.
+// Prints live progress and a summary; exits 0 only when the balance equals the completed deposits, no two
+// lock bodies overlapped and no surviving worker lost the lock. Runs on one server, a Cluster or Sentinel
+// (`--topology`). Run `npm run demo` at the repo root, or `node demo/main.ts --help` here.
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -12,7 +13,7 @@ import * as Schedule from "effect/Schedule"
 import { NodeRuntime } from "@effect/platform-node"
 import * as Account from "./account.ts"
 import * as Options from "./options.ts"
-import type { WorkerParams } from "./protocol.ts"
+import { monotonicMicros, type WorkerParams } from "./protocol.ts"
 import * as Report from "./report.ts"
 import * as Server from "./server.ts"
 import * as Workers from "./workers.ts"
@@ -36,17 +37,20 @@ const program = Effect.gen(function* () {
   const terminal = Report.makeTerminal(process.stdout)
   if (options.help) return terminal.line(Options.usage)
   const { workers: count, deposits, leaseMillis } = options
+  const deployment = options.redisUrl === undefined ? `${options.topology}, ${options.flavor}` : "standalone, REDIS_URL"
   terminal.line(
     options.unlocked
-      ? `@sage/lock demo WITHOUT the lock (control run): ${count} worker processes x ${deposits} deposits`
-      : `@sage/lock demo: ${count} worker processes x ${deposits} deposits on "${lockKey}", lease ${leaseMillis} ms`
+      ? `@sage/lock demo (${deployment}) WITHOUT the lock (control run): ` +
+          `${count} worker processes x ${deposits} deposits`
+      : `@sage/lock demo (${deployment}): ${count} worker processes x ${deposits} deposits on "${lockKey}", ` +
+          `lease ${leaseMillis} ms`
   )
 
   const target = yield* Server.acquire(options)
   terminal.line(`server: ${target.label}`)
   const runId = globalThis.crypto.randomUUID().slice(0, 8)
   const keys: Account.Keys = { balance: `demo:${runId}:balance`, slow: `demo:${runId}:slow` }
-  const account = yield* Account.connect(target.url, keys)
+  const account = yield* Account.connect(target.connection, keys)
   if (target.external) yield* Effect.addFinalizer(() => Effect.ignore(account.remove))
   yield* account.set(0)
 
@@ -56,7 +60,7 @@ const program = Effect.gen(function* () {
   if (!killPlanned) terminal.line("(no kill step: it needs the lock, 2 workers and 3 deposits each)")
   const paramsFor = (worker: number): WorkerParams => ({
     worker,
-    url: target.url,
+    connection: target.connection,
     namespace: `demo-${runId}`,
     lockKey,
     balanceKey: keys.balance,
@@ -126,7 +130,7 @@ const program = Effect.gen(function* () {
       const handle = workers[event.worker - 1]
       if (tally.kill !== undefined || handle === undefined) continue
       yield* handle.kill
-      Report.recordKill(tally, event.worker, event.deposit, now)
+      Report.recordKill(tally, event.worker, event.deposit, now, monotonicMicros())
       terminal.line(
         `w${event.worker} holds the lock for deposit ${event.deposit}: SIGKILL to pid ${handle.pid} inside its body. ` +
           `It cannot release, so the others wait for its lease (${leaseMillis} ms) to expire`

@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import { parseArgs } from "node:util"
 import type { ServerBinary } from "@sage/lock-testkit"
+import { type Topology, topologies } from "./protocol.ts"
 
 export interface DemoOptions {
   readonly help: boolean
@@ -12,9 +13,11 @@ export interface DemoOptions {
   readonly leaseMillis: number
   /** Skip the lock: the control experiment, expected to fail the balance check. */
   readonly unlocked: boolean
-  /** Use this server instead of starting one. */
+  /** Use this server instead of starting one (standalone only). */
   readonly redisUrl: string | undefined
   readonly flavor: ServerBinary.Flavor
+  /** What to start: one server, a cluster, or a master with replicas under sentinels. */
+  readonly topology: Topology
 }
 
 /** A bad flag or variable; main.ts prints the message itself, without a stack trace. */
@@ -23,6 +26,7 @@ export class OptionsError extends Data.TaggedError("OptionsError")<{ readonly me
 }
 
 export const usage = `usage: node demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
+                         [--topology standalone|cluster|sentinel]
 
 Worker processes deposit into one Redis balance with a non-atomic GET/SET under @sage/lock's
 withLock; midway one worker is SIGKILLed while it holds the lock. Exits 0 when the final balance
@@ -32,8 +36,10 @@ equals the number of completed deposits and no surviving worker lost the lock.
   --deposits N   deposits per worker, 1-1000 (env DEMO_DEPOSITS, default 25)
   --lease-ms N   lock lease in milliseconds, 100-10000 (env DEMO_LEASE_MS, default 1000)
   --unlocked     run the same GET/SET without the lock, to watch updates get lost (exits 1)
+  --topology T   standalone (one server), cluster (3 masters with a replica each) or sentinel
+                 (a master, 2 replicas, 3 sentinels) (env DEMO_TOPOLOGY, default standalone)
 
-  REDIS_URL      use this server instead of starting one
+  REDIS_URL      use this standalone server instead of starting one
   DEMO_SERVER    redis7 (default: redis-server) or valkey8 (valkey-server; VALKEY_SERVER_BIN)`
 
 const integer = (
@@ -64,6 +70,7 @@ export const parse = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Effe
             deposits: { type: "string" },
             "lease-ms": { type: "string" },
             unlocked: { type: "boolean" },
+            topology: { type: "string" },
             help: { type: "boolean", short: "h" }
           }
         }),
@@ -75,7 +82,19 @@ export const parse = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Effe
         message: `DEMO_SERVER must be redis7 or valkey8, got ${JSON.stringify(server)}`
       })
     }
+    const topologyName = values.topology ?? env["DEMO_TOPOLOGY"] ?? ""
+    const topology = topologyName === "" ? "standalone" : topologies.find((name) => name === topologyName)
+    if (topology === undefined) {
+      return yield* new OptionsError({
+        message: `--topology must be standalone, cluster or sentinel, got ${JSON.stringify(topologyName)}`
+      })
+    }
     const redisUrl = env["REDIS_URL"]
+    if (redisUrl !== undefined && redisUrl !== "" && topology !== "standalone") {
+      return yield* new OptionsError({
+        message: `REDIS_URL names one standalone server; unset it to run on a ${topology} the demo starts`
+      })
+    }
     return {
       help: values.help === true,
       workers: yield* integer("--workers", values.workers ?? env["DEMO_WORKERS"], 4, 1, 16),
@@ -83,6 +102,7 @@ export const parse = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Effe
       leaseMillis: yield* integer("--lease-ms", values["lease-ms"] ?? env["DEMO_LEASE_MS"], 1000, 100, 10_000),
       unlocked: values.unlocked === true,
       redisUrl: redisUrl === undefined || redisUrl === "" ? undefined : redisUrl,
-      flavor: server
+      flavor: server,
+      topology
     }
   })

@@ -4,9 +4,17 @@
 import type { WorkerEvent } from "./protocol.ts"
 import type { Message } from "./workers.ts"
 
+/** One run of a lock body, on the host's monotonic clock (µs); `leftAt` is unset while it runs. */
+export interface Body {
+  readonly deposit: number
+  readonly enteredAt: number
+  leftAt: number | undefined
+}
+
 export interface WorkerStats {
   readonly worker: number
   pid: number
+  readonly bodies: Array<Body>
   acquisitions: number
   deposits: number
   readonly waits: Array<number>
@@ -23,6 +31,8 @@ export interface KillRecord {
   readonly worker: number
   readonly deposit: number
   readonly at: number
+  /** When the SIGKILL was sent, on the workers' monotonic clock (µs): the end of the victim's body. */
+  readonly atMicros: number
   next: { readonly worker: number; readonly at: number; readonly waitMillis: number } | undefined
 }
 
@@ -42,6 +52,7 @@ export const makeTally = (workers: number, now: number): Tally => {
     stats.set(worker, {
       worker,
       pid: -1,
+      bodies: [],
       acquisitions: 0,
       deposits: 0,
       waits: [],
@@ -91,6 +102,7 @@ export const record = (tally: Tally, message: Message, now: number): ReadonlyArr
       stats.pid = event.pid
       break
     case "acquired": {
+      stats.bodies.push({ deposit: event.deposit, enteredAt: event.enteredAt, leftAt: undefined })
       stats.acquisitions++
       stats.waits.push(event.waitMillis)
       tally.holder = event.worker
@@ -107,6 +119,11 @@ export const record = (tally: Tally, message: Message, now: number): ReadonlyArr
     case "deposited":
       stats.deposits++
       break
+    case "left": {
+      const body = stats.bodies.at(-1)
+      if (body !== undefined && body.deposit === event.deposit) body.leftAt = event.leftAt
+      break
+    }
     case "released":
     case "lost":
     case "failed":
@@ -127,10 +144,10 @@ export const record = (tally: Tally, message: Message, now: number): ReadonlyArr
 }
 
 /** Records that `worker` was killed while holding the lock for `deposit`. */
-export const recordKill = (tally: Tally, worker: number, deposit: number, now: number): void => {
+export const recordKill = (tally: Tally, worker: number, deposit: number, now: number, nowMicros: number): void => {
   const stats = tally.workers.get(worker)
   if (stats !== undefined) stats.killed = true
-  tally.kill = { worker, deposit, at: now, next: undefined }
+  tally.kill = { worker, deposit, at: now, atMicros: nowMicros, next: undefined }
 }
 
 export const completedDeposits = (tally: Tally): number =>
@@ -173,18 +190,67 @@ export const percentile = (samples: ReadonlyArray<number>, p: number): number =>
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] ?? Number.NaN
 }
 
+/** Whether the lock bodies ran one at a time, judged from the workers' enter and leave timestamps. */
+export interface Exclusion {
+  /** Bodies with both ends known (the victim's ends at its SIGKILL). */
+  readonly bodies: number
+  /** How many bodies began before an earlier one had ended. */
+  readonly overlaps: number
+  /** The first overlap, described. */
+  readonly example: string | undefined
+  /** Bodies that never ended although their worker was not killed (it crashed inside); not checked. */
+  readonly unfinished: number
+}
+
+/**
+ * Sorts the bodies by entry and checks that each began after every earlier one had ended. A body's
+ * timestamps are taken inside the lock (first and last thing), so under the lock the next entry comes
+ * at least a release and an acquisition (round trips) after the previous exit.
+ */
+export const exclusion = (tally: Tally): Exclusion => {
+  const intervals: Array<{ readonly worker: number; readonly deposit: number; start: number; end: number }> = []
+  let unfinished = 0
+  for (const stats of tally.workers.values()) {
+    for (const body of stats.bodies) {
+      const killedAt = tally.kill?.worker === stats.worker ? tally.kill.atMicros : undefined
+      const end = body.leftAt ?? killedAt
+      if (end === undefined) unfinished++
+      else intervals.push({ worker: stats.worker, deposit: body.deposit, start: body.enteredAt, end })
+    }
+  }
+  intervals.sort((a, b) => a.start - b.start)
+  let overlaps = 0
+  let example: string | undefined
+  let latest: (typeof intervals)[number] | undefined
+  for (const current of intervals) {
+    if (latest !== undefined && current.start < latest.end) {
+      overlaps++
+      example ??=
+        `${name(current.worker)} #${current.deposit} entered ${((latest.end - current.start) / 1000).toFixed(3)} ms ` +
+        `before ${name(latest.worker)} #${latest.deposit} left`
+    }
+    if (latest === undefined || current.end > latest.end) latest = current
+  }
+  return { bodies: intervals.length, overlaps, example, unfinished }
+}
+
 /** What the run must show for the demo to pass. */
 export interface Verdict {
   readonly expected: number
   readonly actual: number
+  readonly exclusion: Exclusion
   readonly problems: ReadonlyArray<string>
 }
 
-/** Checks the balance and the workers' fates; `problems` is empty when the run passes. */
+/** Checks the balance, that no bodies overlapped, and the workers' fates; `problems` is empty when the run passes. */
 export const verdict = (tally: Tally, actual: number, killPlanned: boolean): Verdict => {
   const expected = completedDeposits(tally)
   const problems: Array<string> = []
   if (actual !== expected) problems.push(`balance ${actual} != ${expected} completed deposits`)
+  const bodies = exclusion(tally)
+  if (bodies.overlaps > 0) {
+    problems.push(`${bodies.overlaps} of ${bodies.bodies} bodies overlapped another (first: ${bodies.example})`)
+  }
   for (const stats of tally.workers.values()) {
     if (stats.killed) continue
     if (stats.lost > 0) problems.push(`${name(stats.worker)} lost the lock ${stats.lost} time(s)`)
@@ -194,7 +260,7 @@ export const verdict = (tally: Tally, actual: number, killPlanned: boolean): Ver
   }
   if (killPlanned && tally.kill === undefined) problems.push("no worker was killed while holding the lock")
   if (tally.kill !== undefined && tally.kill.next === undefined) problems.push("no worker acquired after the kill")
-  return { expected, actual, problems }
+  return { expected, actual, exclusion: bodies, problems }
 }
 
 const row = (cells: ReadonlyArray<string>): string =>
@@ -242,6 +308,13 @@ export const summary = (tally: Tally, result: Verdict, leaseMillis: number): Rea
       `in-flight deposit lost with ${name(kill.worker)}: #${kill.deposit} (killed inside its body, before SET)`
     )
   }
+  const { bodies, overlaps, unfinished } = result.exclusion
+  const unchecked = unfinished === 0 ? "" : `; ${unfinished} never ended (crashed inside) and were not checked`
+  lines.push(
+    overlaps === 0
+      ? `exclusion check: OK (${bodies} bodies, none began before another had left${unchecked})`
+      : `exclusion check: OVERLAP (${overlaps} of ${bodies} bodies began before another had left${unchecked})`
+  )
   lines.push(`balance: expected ${result.expected} (completed deposits), actual ${result.actual}`)
   for (const problem of result.problems) lines.push(`problem: ${problem}`)
   lines.push(`balance check: ${result.actual === result.expected ? "OK" : "MISMATCH"}`)

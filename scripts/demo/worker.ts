@@ -1,5 +1,6 @@
 // One demo worker process: makes `deposits` deposits into the shared account, each a non-atomic
 // GET, sleep, SET under `withLock`, and reports every step as a JSON line on stdout (see protocol.ts).
+// The lock's backend matches the deployment the parent describes: standalone, Cluster or Sentinel.
 // Started by main.ts; runnable by hand as `node demo/worker.ts '<WorkerParams json>'`.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -7,10 +8,17 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
-import { Lock, type LockError } from "@sage/lock"
+import { Lock, type LockBackend, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import * as Account from "./account.ts"
-import { encodeEvent, type WorkerEvent, type WorkerParams, WorkerParamsJson } from "./protocol.ts"
+import {
+  type Connection,
+  encodeEvent,
+  monotonicMicros,
+  type WorkerEvent,
+  type WorkerParams,
+  WorkerParamsJson
+} from "./protocol.ts"
 
 // Pipe writes are synchronous on Linux, so an event written before a SIGKILL reaches the parent.
 const emit = (event: WorkerEvent): Effect.Effect<void> =>
@@ -41,6 +49,20 @@ const listenToParent = (): Promise<void> =>
     if (process.stdin instanceof Net.Socket) process.stdin.unref()
   })
 
+/** The lock's backend for the deployment the parent started (or REDIS_URL names). */
+const backendLayer = (
+  connection: Connection
+): Layer.Layer<LockBackend.LockBackend, LockError.RedisError | LockError.InvalidArgument> => {
+  switch (connection._tag) {
+    case "standalone":
+      return NodeRedisBackend.layer({ url: connection.url })
+    case "cluster":
+      return NodeRedisBackend.layerCluster({ rootNodes: connection.rootUrls.map((url) => ({ url })) })
+    case "sentinel":
+      return NodeRedisBackend.layerSentinel({ name: connection.masterName, sentinels: connection.sentinels })
+  }
+}
+
 /** What ends a worker early: the account's client, or a lock error that waiting again cannot fix. */
 type WorkerError = Account.AccountError | LockError.InvalidArgument | LockError.RedisError
 
@@ -48,7 +70,7 @@ type WorkerError = Account.AccountError | LockError.InvalidArgument | LockError.
 const run = (params: WorkerParams, started: Promise<void>) =>
   Effect.gen(function* () {
     const { worker } = params
-    const account = yield* Account.connect(params.url, { balance: params.balanceKey, slow: params.slowKey })
+    const account = yield* Account.connect(params.connection, { balance: params.balanceKey, slow: params.slowKey })
     const lock = yield* Lock.Lock
     yield* emit({ _tag: "ready", worker, pid: process.pid })
     yield* Effect.promise(() => started)
@@ -61,16 +83,21 @@ const run = (params: WorkerParams, started: Promise<void>) =>
         const start = yield* Clock.currentTimeMillis
         let acquiredAt = start
         const body = Effect.gen(function* () {
+          const enteredAt = yield* Effect.sync(monotonicMicros)
           acquiredAt = yield* Clock.currentTimeMillis
           // Taken under the lock, so exactly one holder gets the mark and becomes the parent's victim.
           const slow = yield* account.takeSlow
-          yield* emit({ _tag: "acquired", worker, deposit, waitMillis: acquiredAt - start, slow })
+          yield* emit({ _tag: "acquired", worker, deposit, waitMillis: acquiredAt - start, slow, enteredAt })
           const balance = yield* account.get
           yield* Effect.sleep(slow ? params.slowMillis : params.bodyMillis)
           yield* account.set(balance + 1)
           deposited = true
           yield* emit({ _tag: "deposited", worker, deposit, balance: balance + 1 })
-        })
+        }).pipe(
+          // Still inside the lock (withLock releases after the body), also when the body fails or is
+          // interrupted; only a SIGKILL skips it, and the parent knows when it sent that.
+          Effect.ensuring(Effect.suspend(() => emit({ _tag: "left", worker, deposit, leftAt: monotonicMicros() })))
+        )
         yield* params.useLock ? lock.withLock(params.lockKey, { waitTimeout: params.waitTimeoutMillis })(body) : body
         const releasedAt = yield* Clock.currentTimeMillis
         yield* emit({ _tag: "released", worker, deposit, heldMillis: releasedAt - acquiredAt })
@@ -99,7 +126,7 @@ const run = (params: WorkerParams, started: Promise<void>) =>
   }).pipe(
     Effect.provide(
       Lock.layer({ leaseDuration: params.leaseMillis, namespace: params.namespace }).pipe(
-        Layer.provide(NodeRedisBackend.layer({ url: params.url }))
+        Layer.provide(backendLayer(params.connection))
       )
     ),
     Effect.scoped
