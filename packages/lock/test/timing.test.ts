@@ -150,6 +150,38 @@ describe("renewal and the usable lease", () => {
   )
 })
 
+describe("release", () => {
+  it.effect("retries temporary failures within one second in all, then gives up and returns the result", () =>
+    Effect.gen(function* () {
+      const flaky = scripted({ release: () => Effect.fail(temporary("READONLY")) })
+      const lock = yield* Lock.make().pipe(Effect.provide(flaky.layer))
+      const fiber = yield* Effect.forkChild(lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("value")))
+      yield* TestClock.adjust("999 millis")
+      assert.isUndefined(fiber.pollUnsafe(), "still retrying the release")
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(yield* Fiber.join(fiber), "value", "an unreachable release keeps the body's result")
+      assert.isAbove(flaky.calls.release.length, 3)
+    })
+  )
+
+  it.effect("a release that succeeds on retry finds the lock still ours", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      const fake = scripted({
+        release: () => (++calls < 3 ? Effect.fail(temporary("MOVED")) : Effect.succeed(false))
+      })
+      const lock = yield* Lock.make().pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(
+        Effect.flip(lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("value")))
+      )
+      yield* TestClock.adjust("1 second")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "LockLost", "a retry that finds another owner still reports it")
+      assert.strictEqual(calls, 3)
+    })
+  )
+})
+
 describe("backoff", () => {
   it.effect("grows exponentially up to the cap and never exceeds the time left", () =>
     Effect.gen(function* () {

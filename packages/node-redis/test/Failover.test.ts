@@ -37,6 +37,30 @@ const holding = <A, E>(lock: Lock.LockClient<string>, key: string, body: Effect.
     return { fiber, interrupted: () => interrupted }
   })
 
+/**
+ * Three fibers repeatedly take one lock with a short body; returns an Effect that waits for them and
+ * reports the most bodies ever inside at once and how many completed.
+ */
+const racers = (lock: Lock.LockClient<string>) =>
+  Effect.gen(function* () {
+    let inside = 0
+    let maxInside = 0
+    let completed = 0
+    const racer = Effect.gen(function* () {
+      inside++
+      maxInside = Math.max(maxInside, inside)
+      yield* Effect.sleep(20)
+    }).pipe(
+      Effect.ensuring(Effect.sync(() => inside--)),
+      Effect.tap(() => Effect.sync(() => completed++)),
+      lock.withLock("contended", { waitTimeout: "10 seconds" }),
+      Effect.ignore,
+      Effect.repeat({ times: 30 })
+    )
+    const fiber = yield* Effect.forkChild(Effect.all([racer, racer, racer], { concurrency: 3 }))
+    return Effect.map(Fiber.join(fiber), () => ({ maxInside, completed }))
+  })
+
 for (const flavor of ServerBinary.flavorsUnderTest()) {
   describe(`failover on ${flavor} (sentinel)`, () => {
     it.live("with acknowledgement, a held lock survives a failover and renewal continues on the new master", () =>
@@ -49,6 +73,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         // The lease must outlast the failover (renewals fail while the master switches): 8 s.
         const lock = yield* clientOn(backend, { leaseDuration: "8 seconds" })
         const held = yield* holding(lock, "survivor", Effect.sleep("10 seconds").pipe(Effect.as("done")))
+        // Meanwhile, acquisitions race the failover on another key: no body may overlap another.
+        const racing = yield* racers(lock)
         const old = yield* topology.master()
         const promoted = yield* SentinelTopology.failover(topology)
         assert.notStrictEqual(promoted.port, old.port)
@@ -59,6 +85,9 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const result = yield* Fiber.join(held.fiber)
         assert.strictEqual(result._tag, "Success", JSON.stringify(result))
         assert.isNull(yield* promoted.command("GET", `${lock.namespace}:{survivor}`), "released on the new master")
+        const race = yield* racing
+        assert.strictEqual(race.maxInside, 1, "no two bodies overlapped during the failover")
+        assert.isAbove(race.completed, 0)
       })
     )
 
@@ -104,28 +133,14 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const lock = yield* clientOn(backend, { leaseDuration: "2 seconds" })
         const key = `${lock.namespace}:{survivor}`
         const held = yield* holding(lock, "survivor", Effect.sleep("4 seconds").pipe(Effect.as("done")))
-        let inside = 0
-        let maxInside = 0
-        let completed = 0
-        const contender = Effect.gen(function* () {
-          inside++
-          maxInside = Math.max(maxInside, inside)
-          yield* Effect.sleep(20)
-        }).pipe(
-          Effect.ensuring(Effect.sync(() => inside--)),
-          Effect.tap(() => Effect.sync(() => completed++)),
-          lock.withLock("contended", { waitTimeout: "10 seconds" }),
-          Effect.ignore,
-          Effect.repeat({ times: 30 })
-        )
-        const contenders = yield* Effect.forkChild(Effect.all([contender, contender, contender], { concurrency: 3 }))
+        const racing = yield* racers(lock)
         const replica = yield* topology.replicaFor(key)
         yield* ClusterTopology.failover(topology, replica)
         const result = yield* Fiber.join(held.fiber)
         assert.strictEqual(result._tag, "Success", JSON.stringify(result))
-        yield* Fiber.join(contenders)
-        assert.strictEqual(maxInside, 1, "no two bodies overlapped")
-        assert.isAbove(completed, 0)
+        const race = yield* racing
+        assert.strictEqual(race.maxInside, 1, "no two bodies overlapped")
+        assert.isAbove(race.completed, 0)
       })
     )
 

@@ -1,0 +1,69 @@
+// The classifier's table, with the reply texts the guide recorded from Redis 7, Redis 8 and Valkey 8
+// (the real servers' replies are also exercised by the contract and wire suites).
+import { assert, describe, it } from "@effect/vitest"
+import { ClientClosedError, ClientOfflineError, SimpleError, SocketClosedUnexpectedlyError, TimeoutError } from "redis"
+import { classify } from "../src/internal/classify.ts"
+
+describe("classify", () => {
+  const temporary = [
+    "LOADING Redis is loading the dataset in memory",
+    "LOADING Valkey is loading the dataset in memory",
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+    "BUSY Valkey is busy running a script.",
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+    "READONLY You can't write against a read only replica.",
+    "NOREPLICAS Not enough good replicas to write.",
+    "TRYAGAIN Multiple keys request during rehashing of slot",
+    "CLUSTERDOWN The cluster is down",
+    "CLUSTERDOWN Hash slot not served",
+    "MOVED 6035 127.0.0.1:7001",
+    "ASK 13513 127.0.0.1:7002",
+    "ERR max number of clients reached"
+  ]
+  const permanent = [
+    "NOPERM this user has no permissions to run the 'role' command",
+    "NOPERM User locker has no permissions to run the 'role' command",
+    "NOPERM No permissions to access a key",
+    "WRONGPASS invalid username-password pair or user is disabled.",
+    "WRONGTYPE Operation against a key holding the wrong kind of value",
+    "OOM command not allowed when used memory > 'maxmemory'. script: 8c46c52b, on @user_script:3.",
+    "ERR unknown command 'EVALSHA', with args beginning with:",
+    "CROSSSLOT Keys in request don't hash to the same slot",
+    "ERR Error running script (call to f_8c46c52b): @user_script:3: some error"
+  ]
+
+  it("temporary refusals are retryable, by their first word, whatever the server's wording", () => {
+    for (const reply of temporary) {
+      const error = classify("EVALSHA", new SimpleError(reply))
+      assert.isTrue(error.retryable, reply)
+      assert.strictEqual(error.kind, "server")
+      assert.strictEqual(error.code, reply.split(" ")[0])
+      assert.isFalse(error.mayHaveExecuted, "an error reply means the command was refused")
+    }
+  })
+
+  it("everything else fails at once", () => {
+    for (const reply of permanent) {
+      const error = classify("EVALSHA", new SimpleError(reply))
+      assert.isFalse(error.retryable, reply)
+      assert.strictEqual(error.reply, reply)
+    }
+  })
+
+  it("connection failures are retryable and say whether the command may have run", () => {
+    const offline = classify("EVALSHA", new ClientOfflineError())
+    assert.deepInclude(offline, { kind: "connection", retryable: true, mayHaveExecuted: false })
+    const closed = classify("EVALSHA", new SocketClosedUnexpectedlyError())
+    assert.deepInclude(closed, { kind: "connection", retryable: true, mayHaveExecuted: true })
+    const timeout = classify("EVALSHA", new TimeoutError())
+    assert.deepInclude(timeout, { kind: "timeout", retryable: true, mayHaveExecuted: true })
+    const reset = classify("EVALSHA", Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }))
+    assert.deepInclude(reset, { kind: "connection", code: "ECONNRESET", retryable: true })
+    const refused = classify("connect", Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }))
+    assert.isTrue(refused.retryable)
+  })
+
+  it("a client closed on purpose is not retried", () => {
+    assert.isFalse(classify("EVALSHA", new ClientClosedError()).retryable)
+  })
+})
