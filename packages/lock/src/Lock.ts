@@ -174,10 +174,8 @@ const runLocked = <A, E, R>(
           })
         }
         if (released._tag === "Failed") {
-          yield* Effect.logWarning(
-            `could not release lock ${key} after the body completed; its lease will free it`,
-            released.error
-          )
+          const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
+          yield* released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error)
         }
         return Option.some(exit.value)
       }

@@ -2,39 +2,16 @@
 // happens to a held lock when the master changes, with and without replica acknowledgement, and
 // what callers see while a slot moves between masters.
 import { assert, describe, it } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lock } from "@sage/lock"
-import { LockBackend } from "@sage/lock/LockBackend"
+import { clientOn, holding } from "./support.ts"
 import { ClusterMigration, ClusterTopology, Replicated, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-
-const namespace = () => `fo-${Math.random().toString(36).slice(2, 8)}`
-
-const clientOn = (backend: LockBackend["Service"], options: Lock.LockOptions = {}) =>
-  Lock.make({ namespace: namespace(), ...options }).pipe(Effect.provideService(LockBackend, backend))
 
 const clusterBackend = (topology: ClusterTopology.ClusterTopology) =>
   NodeRedisBackend.makeCluster({
     rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
-  })
-
-/** Runs `body` under the lock in the background; resolves once the body is inside. */
-const holding = <A, E>(lock: Lock.LockClient<string>, key: string, body: Effect.Effect<A, E>) =>
-  Effect.gen(function* () {
-    const inside = yield* Deferred.make<void>()
-    let interrupted = false
-    const fiber = yield* Effect.forkChild(
-      Deferred.succeed(inside, undefined).pipe(
-        Effect.andThen(body),
-        Effect.onInterrupt(() => Effect.sync(() => (interrupted = true))),
-        lock.withLock(key, { waitTimeout: "5 seconds" }),
-        Effect.result
-      )
-    )
-    yield* Deferred.await(inside)
-    return { fiber, interrupted: () => interrupted }
   })
 
 /**

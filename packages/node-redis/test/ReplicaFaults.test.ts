@@ -2,33 +2,11 @@
 // two replicas, for Redis 7 and Valkey 8. The shared contract cannot see these: they depend on
 // replicas, on ROLE/WAIT permissions and on the pool's size.
 import { assert, describe, it } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import { Lock } from "@sage/lock"
-import { LockBackend } from "@sage/lock/LockBackend"
+import { clientOn, holding } from "./support.ts"
 import { RedisServer, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-
-const namespace = () => `rf-${Math.random().toString(36).slice(2, 8)}`
-
-const clientOn = (backend: LockBackend["Service"], options: Lock.LockOptions = {}) =>
-  Lock.make({ namespace: namespace(), ...options }).pipe(Effect.provideService(LockBackend, backend))
-
-/** Starts `body` under the lock and waits until it is inside. */
-const holdInBackground = <E>(lock: Lock.LockClient<string>, key: string, body: Effect.Effect<never, E>) =>
-  Effect.gen(function* () {
-    const inside = yield* Deferred.make<void>()
-    const fiber = yield* Effect.forkChild(
-      Deferred.succeed(inside, undefined).pipe(
-        Effect.andThen(body),
-        lock.withLock(key, { waitTimeout: "2 seconds" }),
-        Effect.flip
-      )
-    )
-    yield* Deferred.await(inside)
-    return fiber
-  })
 
 for (const flavor of ServerBinary.flavorsUnderTest()) {
   describe(`replica acknowledgement on ${flavor} (sentinel)`, () => {
@@ -43,8 +21,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           })
           const acked = yield* clientOn(backend, { leaseDuration: "1 second" })
           const unacked = yield* clientOn(backend, { leaseDuration: "1 second", replicaAcknowledgement: false })
-          const heldAcked = yield* holdInBackground(acked, "held", Effect.never)
-          const heldUnacked = yield* holdInBackground(unacked, "held", Effect.never)
+          const heldAcked = yield* holding(acked, "held", Effect.never)
+          const heldUnacked = yield* holding(unacked, "held", Effect.never)
           const [replica] = yield* topology.replicas()
           yield* replica!.pause
           yield* Effect.addFinalizer(() => Effect.ignore(replica!.resume))
@@ -61,7 +39,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           assert.isFalse(ran, "the body never started")
           assert.isBelow(elapsed, 800 + 1_000 + 1_000, "within the budget plus cleanup")
 
-          const lost = yield* Fiber.join(heldAcked).pipe(Effect.timeout("5 seconds"))
+          const lost = yield* Fiber.join(heldAcked.fiber).pipe(
+            Effect.timeout("5 seconds"),
+            Effect.flatMap(Effect.fromResult),
+            Effect.flip
+          )
           assert.strictEqual(lost._tag, "LockLost")
           if (lost._tag === "LockLost") {
             assert.strictEqual(lost.reason, "expired")
@@ -71,8 +53,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           const value = yield* Effect.succeed("fast").pipe(unacked.withLock("free", { waitTimeout: "1 second" }))
           assert.strictEqual(value, "fast", "acquisition without acknowledgement proceeds")
           yield* Effect.sleep(1_000)
-          assert.isUndefined(heldUnacked.pollUnsafe(), "a held lock without acknowledgement keeps renewing")
-          yield* Fiber.interrupt(heldUnacked)
+          assert.isUndefined(heldUnacked.fiber.pollUnsafe(), "a held lock without acknowledgement keeps renewing")
+          yield* Fiber.interrupt(heldUnacked.fiber)
         })
     )
 
@@ -117,7 +99,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           dedicatedPool: { maxConnections: 1 }
         })
         const holder = yield* clientOn(backend, { leaseDuration: "600 millis", replicaAcknowledgement: false })
-        const held = yield* holdInBackground(holder, "held", Effect.never)
+        const held = yield* holding(holder, "held", Effect.never)
         const hog = yield* clientOn(backend, { leaseDuration: "10 seconds" })
         const [replica] = yield* topology.replicas()
         yield* replica!.pause
@@ -134,7 +116,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           assert.strictEqual((waited.lastError as { code?: string } | undefined)?.code, "POOL_EXHAUSTED")
         }
         assert.isBelow(Date.now() - start, 300 + 1_000 + 700)
-        const lost = yield* Fiber.join(held).pipe(Effect.timeout("5 seconds"))
+        const lost = yield* Fiber.join(held.fiber).pipe(
+          Effect.timeout("5 seconds"),
+          Effect.flatMap(Effect.fromResult),
+          Effect.flip
+        )
         assert.strictEqual(lost._tag, "LockLost", "renewal could not get a connection within the usable lease")
         yield* Fiber.interrupt(hogging)
       })

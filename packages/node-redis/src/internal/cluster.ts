@@ -4,8 +4,8 @@ import * as Effect from "effect/Effect"
 import { RedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
-import { classify } from "./classify.ts"
 import type { Topology } from "./replicated.ts"
+import { connectScoped } from "./scopedClient.ts"
 import { slotOf } from "./slot.ts"
 
 type Cluster = ReturnType<typeof createCluster>
@@ -25,36 +25,7 @@ export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
 ): Effect.Effect<Cluster, RedisError, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.suspend(() => {
-      const cluster: Cluster = createCluster(options) as Cluster
-      cluster.on("error", () => {})
-      return Effect.tryPromise({
-        try: () => cluster.connect(),
-        catch: (error) => {
-          cluster.destroy()
-          return classify("cluster connect", error)
-        }
-      }).pipe(
-        Effect.timeoutOrElse({
-          duration: timeoutMillis,
-          orElse: () =>
-            Effect.sync(() => cluster.destroy()).pipe(
-              Effect.andThen(
-                Effect.fail(classify("cluster connect", new Error(`no cluster within ${timeoutMillis} ms`)))
-              )
-            )
-        }),
-        Effect.as(cluster)
-      )
-    }),
-    (cluster) =>
-      Effect.promise(() => cluster.close()).pipe(
-        Effect.timeoutOption(2_000),
-        Effect.ensuring(Effect.sync(() => cluster.isOpen && cluster.destroy())),
-        Effect.ignore
-      )
-  )
+  connectScoped("cluster", () => createCluster(options) as Cluster, timeoutMillis)
 
 export const topology = (cluster: Cluster): Topology => ({
   description: "node-redis cluster",

@@ -99,7 +99,17 @@ export const make = (options: {
         }).pipe(
           Effect.timeoutOrElse({
             duration: Math.max(1, timeoutMillis),
-            orElse: () => Effect.fail(exhausted(address, timeoutMillis))
+            orElse: () =>
+              Effect.fail(
+                new RedisError({
+                  command: `connect ${address}`,
+                  kind: "timeout",
+                  code: "CONNECT_TIMEOUT",
+                  reply: `no connection to ${address} within ${Math.round(timeoutMillis)} ms`,
+                  retryable: true,
+                  mayHaveExecuted: false
+                })
+              )
           }),
           Effect.as(client),
           Effect.onError(() => Effect.sync(() => discard(client)))

@@ -5,8 +5,8 @@ import * as Effect from "effect/Effect"
 import { RedisError } from "@sage/lock/LockError"
 import { createSentinel, type RedisSentinelOptions } from "redis"
 import type * as Scope from "effect/Scope"
-import { classify } from "./classify.ts"
 import type { Topology } from "./replicated.ts"
+import { connectScoped } from "./scopedClient.ts"
 
 type Sentinel = ReturnType<typeof createSentinel>
 
@@ -25,37 +25,12 @@ export const connect = (
   options: RedisSentinelOptions,
   timeoutMillis: number
 ): Effect.Effect<Sentinel, RedisError, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.suspend(() => {
-      // One replica connection per replica keeps the replica list current; one master connection
-      // serves the topology client itself (lock operations use the dedicated pool).
-      const sentinel: Sentinel = createSentinel({ masterPoolSize: 1, replicaPoolSize: 1, ...options }) as Sentinel
-      sentinel.on("error", () => {})
-      return Effect.tryPromise({
-        try: () => sentinel.connect(),
-        catch: (error) => {
-          void sentinel.destroy().catch(() => {})
-          return classify("sentinel connect", error)
-        }
-      }).pipe(
-        Effect.timeoutOrElse({
-          duration: timeoutMillis,
-          orElse: () =>
-            Effect.promise(() => sentinel.destroy().catch(() => {})).pipe(
-              Effect.andThen(
-                Effect.fail(classify("sentinel connect", new Error(`no master within ${timeoutMillis} ms`)))
-              )
-            )
-        }),
-        Effect.as(sentinel)
-      )
-    }),
-    (sentinel) =>
-      Effect.promise(() => sentinel.close().catch(() => {})).pipe(
-        Effect.timeoutOption(2_000),
-        Effect.ensuring(Effect.promise(() => sentinel.destroy().catch(() => {}))),
-        Effect.ignore
-      )
+  // One replica connection per replica keeps the replica list current; one master connection
+  // serves the topology client itself (lock operations use the dedicated pool).
+  connectScoped(
+    "sentinel",
+    () => createSentinel({ masterPoolSize: 1, replicaPoolSize: 1, ...options }) as Sentinel,
+    timeoutMillis
   )
 
 const addressOf = (node: { readonly host: string; readonly port: number }): string => `${node.host}:${node.port}`
