@@ -29,6 +29,7 @@ import type { Backend, LeaseRequest } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "./LockError.ts"
 import { acquire, type HeldLease } from "./internal/acquire.ts"
 import { lockKey } from "./internal/keys.ts"
+import * as Metrics from "./internal/metrics.ts"
 import { release } from "./internal/release.ts"
 import { renewalLoop } from "./internal/renewal.ts"
 import { invalid, makeSettings, positiveMillis, type Settings, tryBudgetMillis } from "./internal/settings.ts"
@@ -151,10 +152,13 @@ const runLocked = <A, E, R>(
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
       const token = newToken()
-      const outcome = yield* restore(acquire({ backend, settings, key, token, budgetMillis, mode }))
+      const outcome = yield* restore(
+        Metrics.trackAcquire(settings.namespace, acquire({ backend, settings, key, token, budgetMillis, mode }))
+      )
       if (outcome._tag === "Busy") return Option.none<A>()
       const lease: HeldLease = outcome.lease
       const exit = yield* Effect.exit(restore(Effect.raceFirst(body, renewalLoop(backend, settings, lease))))
+      yield* Metrics.trackRun(settings.namespace, exit)
       const request = (timeoutMillis: number): LeaseRequest => ({
         key,
         token,
@@ -165,6 +169,7 @@ const runLocked = <A, E, R>(
       const released = yield* release(backend, request)
       if (Exit.isSuccess(exit)) {
         if (released._tag === "NotOwner") {
+          yield* Metrics.lost(settings.namespace, "release")
           return yield* new LockLost({
             key,
             namespace: settings.namespace,

@@ -17,4 +17,7 @@ export * as LockBackend from "./LockBackend.ts"
 export * as LockError from "./LockError.ts"
 
 /** @since 0.1.0 */
+export * as LockMetrics from "./LockMetrics.ts"
+
+/** @since 0.1.0 */
 export * as LockScripts from "./LockScripts.ts"
