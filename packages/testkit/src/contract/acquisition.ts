@@ -27,14 +27,14 @@ export const acquisition = (it: It): void => {
       const holder = yield* Effect.forkChild(
         Deferred.succeed(holderIn, undefined).pipe(
           Effect.andThen(Effect.sleep(300)),
-          Effect.andThen(Effect.sync(() => (holderLeftAt = Date.now()))),
+          Effect.andThen(Effect.flatMap(now, (t) => Effect.sync(() => (holderLeftAt = t)))),
           lock.withLock("account:42", { waitTimeout: "1 second" })
         )
       )
       yield* Deferred.await(holderIn)
       let waiterEnteredAt = 0
       const value = yield* Effect.gen(function* () {
-        waiterEnteredAt = Date.now()
+        waiterEnteredAt = yield* now
         assert.isNotNull(yield* control.get(key), "the key holds the waiter's token while its body runs")
         return "balance updated"
       }).pipe(lock.withLock("account:42", { waitTimeout: "5 seconds" }))

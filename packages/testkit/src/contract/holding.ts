@@ -209,11 +209,7 @@ export const holding = (it: It): void => {
         const other = yield* Effect.void.pipe(neighbour.withLock("oom", { waitTimeout: "2 seconds" }), Effect.flip)
         yield* Effect.sleep(1_500)
         return other
-      }).pipe(
-        lock.withLock("oom", { waitTimeout: "1 second" }),
-        Effect.tapError((e) => Effect.sync(() => console.log("DEBUG", e, (e as any).cause))),
-        Effect.ensuring(restore)
-      )
+      }).pipe(lock.withLock("oom", { waitTimeout: "1 second" }), Effect.ensuring(restore))
       assert.strictEqual(outcome._tag, "RedisError")
       if (outcome._tag === "RedisError") assert.strictEqual(outcome.code, "OOM")
     })
