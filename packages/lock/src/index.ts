@@ -21,3 +21,6 @@ export * as LockMetrics from "./LockMetrics.ts"
 
 /** @since 0.1.0 */
 export * as LockScripts from "./LockScripts.ts"
+
+/** @since 0.1.0 */
+export * as MemoryBackend from "./MemoryBackend.ts"
