@@ -11,7 +11,8 @@
  * - Interruption is cooperative: work already done is not undone; uninterruptible work delays it.
  * - There is no fencing token yet: a process paused longer than its lease, a failover that loses the
  *   key, or eviction can let two bodies overlap. Protect correctness-critical writes at the resource.
- * - The body is never retried, locks are not reentrant, and waiters are not served in order.
+ * - The body is never retried and locks are not reentrant. Waiters in different processes are not
+ *   served in order; fibers of one client queue per key in arrival order (one server contender each).
  *
  * @since 0.1.0
  */
@@ -26,12 +27,14 @@ import * as Result from "effect/Result"
 import * as KeyCodec from "./KeyCodec.ts"
 import { LockBackend } from "./LockBackend.ts"
 import type { Backend, LeaseRequest } from "./LockBackend.ts"
-import { type InvalidArgument, type LockError, LockLost } from "./LockError.ts"
+import { type InvalidArgument, type LockError, LockLost, TimedOut } from "./LockError.ts"
 import { acquire, type HeldLease } from "./internal/acquire.ts"
 import { lockKey } from "./internal/keys.ts"
+import * as LocalQueue from "./internal/localQueue.ts"
 import * as Metrics from "./internal/metrics.ts"
 import { release } from "./internal/release.ts"
 import { renewalLoop } from "./internal/renewal.ts"
+import { nowMillis } from "./internal/time.ts"
 import { invalid, makeSettings, positiveMillis, type Settings, tryBudgetMillis } from "./internal/settings.ts"
 
 /**
@@ -219,6 +222,7 @@ export const make: <K = string>(
   const backend = yield* LockBackend
   const codec = (options.keyCodec ?? KeyCodec.string) as KeyCodec.KeyCodec<K>
   const tryBudget = Math.min(tryBudgetMillis, settings.usableLeaseMillis)
+  const queue = LocalQueue.make()
   const client: LockClient<K> = {
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
@@ -226,13 +230,39 @@ export const make: <K = string>(
       Effect.gen(function* () {
         const waitMillis = yield* positiveMillis("waitTimeout", callOptions?.waitTimeout)
         const redisKey = yield* encodeKey(codec, settings.namespace, key)
-        const result = yield* runLocked(backend, settings, redisKey, waitMillis, "wait", body)
+        const start = yield* nowMillis
+        const result = yield* queue.withTurn(
+          redisKey,
+          "wait",
+          waitMillis,
+          Effect.flatMap(nowMillis, (now) =>
+            runLocked(backend, settings, redisKey, waitMillis - (now - start), "wait", body)
+          ),
+          // Another fiber of this client held or waited for the key the whole time.
+          Effect.flatMap(nowMillis, (now) =>
+            Effect.fail(
+              new TimedOut({
+                key: redisKey,
+                namespace: settings.namespace,
+                waitedMillis: Math.round(now - start),
+                attempts: 0,
+                reason: "busy"
+              })
+            )
+          )
+        )
         // "wait" mode never yields None: a busy lock is retried until TimedOut.
         return Option.getOrThrow(result)
       }),
     tryWithLock: (key) => (body) =>
       Effect.flatMap(encodeKey(codec, settings.namespace, key), (redisKey) =>
-        runLocked(backend, settings, redisKey, tryBudget, "try", body)
+        queue.withTurn(
+          redisKey,
+          "try",
+          0,
+          runLocked(backend, settings, redisKey, tryBudget, "try", body),
+          Effect.succeed(Option.none())
+        )
       )
   }
   return client

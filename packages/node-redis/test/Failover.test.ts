@@ -5,6 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
 import { clientOn, holding } from "./support.ts"
 import { ClusterMigration, ClusterTopology, Replicated, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -18,21 +19,28 @@ const clusterBackend = (topology: ClusterTopology.ClusterTopology) =>
  * Three fibers repeatedly take one lock with a short body; returns an Effect that waits for them and
  * reports the most bodies ever inside at once and how many completed.
  */
-const racers = (lock: Lock.LockClient<string>) =>
+const racers = (backend: LockBackend["Service"], lock: Lock.LockClient<string>) =>
   Effect.gen(function* () {
     let inside = 0
     let maxInside = 0
     let completed = 0
-    const racer = Effect.gen(function* () {
-      inside++
-      maxInside = Math.max(maxInside, inside)
-      yield* Effect.sleep(20)
-    }).pipe(
-      Effect.ensuring(Effect.sync(() => inside--)),
-      Effect.tap(() => Effect.sync(() => completed++)),
-      lock.withLock("contended", { waitTimeout: "10 seconds" }),
-      Effect.ignore,
-      Effect.repeat({ times: 30 })
+    // Each racer has its own client (as its own process would), so they contend at the server.
+    const racer = Effect.flatMap(
+      Lock.make({ namespace: lock.namespace, leaseDuration: lock.leaseDuration }).pipe(
+        Effect.provideService(LockBackend, backend)
+      ),
+      (client) =>
+        Effect.gen(function* () {
+          inside++
+          maxInside = Math.max(maxInside, inside)
+          yield* Effect.sleep(20)
+        }).pipe(
+          Effect.ensuring(Effect.sync(() => inside--)),
+          Effect.tap(() => Effect.sync(() => completed++)),
+          client.withLock("contended", { waitTimeout: "10 seconds" }),
+          Effect.ignore,
+          Effect.repeat({ times: 30 })
+        )
     )
     const fiber = yield* Effect.forkChild(Effect.all([racer, racer, racer], { concurrency: 3 }))
     return Effect.map(Fiber.join(fiber), () => ({ maxInside, completed }))
@@ -51,7 +59,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const lock = yield* clientOn(backend, { leaseDuration: "8 seconds" })
         const held = yield* holding(lock, "survivor", Effect.sleep("10 seconds").pipe(Effect.as("done")))
         // Meanwhile, acquisitions race the failover on another key: no body may overlap another.
-        const racing = yield* racers(lock)
+        const racing = yield* racers(backend, lock)
         const old = yield* topology.master()
         const promoted = yield* SentinelTopology.failover(topology)
         assert.notStrictEqual(promoted.port, old.port)
@@ -110,7 +118,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const lock = yield* clientOn(backend, { leaseDuration: "2 seconds" })
         const key = `${lock.namespace}:{survivor}`
         const held = yield* holding(lock, "survivor", Effect.sleep("4 seconds").pipe(Effect.as("done")))
-        const racing = yield* racers(lock)
+        const racing = yield* racers(backend, lock)
         const replica = yield* topology.replicaFor(key)
         yield* ClusterTopology.failover(topology, replica)
         const result = yield* Fiber.join(held.fiber)

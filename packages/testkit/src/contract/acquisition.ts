@@ -20,7 +20,9 @@ export const acquisition = (it: It): void => {
   it.effect("1. withLock waits for a busy lock and returns the body's value after release", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
+      // Two clients, as two processes would be: their only coordination is the server's lock.
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
+      const other = yield* Lock.make({ namespace: lock.namespace, leaseDuration: "2 seconds" })
       const key = redisKey(lock.namespace, "account:42")
       const holderIn = yield* Deferred.make<void>()
       let holderLeftAt = 0
@@ -37,7 +39,7 @@ export const acquisition = (it: It): void => {
         waiterEnteredAt = yield* now
         assert.isNotNull(yield* control.get(key), "the key holds the waiter's token while its body runs")
         return "balance updated"
-      }).pipe(lock.withLock("account:42", { waitTimeout: "5 seconds" }))
+      }).pipe(other.withLock("account:42", { waitTimeout: "5 seconds" }))
       yield* Fiber.join(holder)
       assert.strictEqual(value, "balance updated")
       assert.isAtLeast(waiterEnteredAt, holderLeftAt, "the waiter entered only after the holder left")
@@ -278,9 +280,13 @@ export const acquisition = (it: It): void => {
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
+      // Each waiter has its own client, so they meet at the server rather than in one client's queue.
+      const clients = yield* Effect.forEach([1, 2, 3, 4], () =>
+        Lock.make({ namespace: lock.namespace, leaseDuration: "1 second" })
+      )
       const results = yield* Effect.forEach(
         [1, 2, 3, 4],
-        (n) => Effect.sleep(50).pipe(Effect.as(n), lock.withLock("queue", { waitTimeout: "10 seconds" })),
+        (n) => Effect.sleep(50).pipe(Effect.as(n), clients[n - 1]!.withLock("queue", { waitTimeout: "10 seconds" })),
         { concurrency: "unbounded" }
       )
       assert.deepStrictEqual(results.toSorted(), [1, 2, 3, 4])

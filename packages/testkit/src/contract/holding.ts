@@ -221,19 +221,25 @@ export const holding = (it: It): void => {
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "500 millis" })
       const counter = `${lock.namespace}:counter`
       const recorder = overlapRecorder()
-      const increment = Effect.gen(function* () {
-        yield* recorder.enter
-        const current = Number((yield* control.get(counter)) ?? "0")
-        yield* Effect.sleep(3)
-        yield* control.set(counter, String(current + 1))
-        yield* recorder.exit
-      }).pipe(lock.withLock("counter", { waitTimeout: "30 seconds" }))
+      const increment = (client: Lock.LockClient<string>) =>
+        Effect.gen(function* () {
+          yield* recorder.enter
+          const current = Number((yield* control.get(counter)) ?? "0")
+          yield* Effect.sleep(3)
+          yield* control.set(counter, String(current + 1))
+          yield* recorder.exit
+        }).pipe(client.withLock("counter", { waitTimeout: "30 seconds" }))
       const workers = 12
       const perWorker = 5
-      yield* Effect.forEach(Array.from({ length: workers }), () => Effect.repeat(increment, { times: perWorker - 1 }), {
-        concurrency: "unbounded",
-        discard: true
-      })
+      // A client per worker, as separate processes would have: exclusion comes from the server alone.
+      yield* Effect.forEach(
+        Array.from({ length: workers }),
+        () =>
+          Effect.flatMap(Lock.make({ namespace: lock.namespace, leaseDuration: "500 millis" }), (client) =>
+            Effect.repeat(increment(client), { times: perWorker - 1 })
+          ),
+        { concurrency: "unbounded", discard: true }
+      )
       assert.strictEqual(recorder.maxInside(), 1, "no two bodies overlapped")
       assert.strictEqual(recorder.completed(), workers * perWorker)
       assert.strictEqual(Number(yield* control.get(counter)), recorder.completed(), "no increment was lost")
