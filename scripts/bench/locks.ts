@@ -152,9 +152,13 @@ export interface ContendedResult {
   readonly overlaps: number
 }
 
-/** `fibers` fibers on one key, each doing `perFiber` `withLock` calls with a `bodyMillis` body. */
+/**
+ * `fibers` fibers on one key, each doing `perFiber` `withLock` calls with a `bodyMillis` body. Fiber
+ * `i` uses `locks[i % locks.length]`: one client measures in-process turns, one client per fiber
+ * measures contention at the server (as separate processes would have).
+ */
 export const contended = Effect.fnUntraced(function* (
-  lock: LockClient,
+  locks: ReadonlyArray<LockClient>,
   options: { readonly fibers: number; readonly perFiber: number; readonly bodyMillis: number; readonly key: string }
 ): Effect.fn.Return<ContendedResult, LockError> {
   const waits: Array<number> = []
@@ -169,7 +173,7 @@ export const contended = Effect.fnUntraced(function* (
       Effect.gen(function* () {
         for (let n = 0; n < options.perFiber; n++) {
           const called = now()
-          yield* lock.withLock(options.key, { waitTimeout })(
+          yield* locks[fiber % locks.length]!.withLock(options.key, { waitTimeout })(
             Effect.suspend(() => {
               waits.push(now() - called)
               if (holder !== undefined) overlaps++

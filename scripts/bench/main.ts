@@ -150,15 +150,23 @@ const program = Effect.gen(function* () {
     }
     const [first] = clients
     if (deployment.topology === "standalone" && first !== undefined) {
-      yield* progress(`${first.name}: ${plan.contendedFibers} fibers contending for one key`)
-      const load = load1()
-      const result = yield* Locks.contended(first.lock, {
-        fibers: plan.contendedFibers,
-        perFiber: plan.contendedPerFiber,
-        bodyMillis: plan.contendedBodyMillis,
-        key: "contended"
-      })
-      results.contended.push({ name: first.name, load, result })
+      const perFiberClients = yield* Effect.forEach(Array.from({ length: plan.contendedFibers }), () =>
+        Locks.client(deployment, { namespace: `${namespace}-contended`, leaseMillis, acknowledge: first.acknowledge })
+      )
+      for (const [variant, locks] of [
+        ["one client", [first.lock]],
+        ["a client per fibre", perFiberClients]
+      ] as const) {
+        yield* progress(`${first.name}: ${plan.contendedFibers} fibers contending for one key (${variant})`)
+        const load = load1()
+        const result = yield* Locks.contended(locks, {
+          fibers: plan.contendedFibers,
+          perFiber: plan.contendedPerFiber,
+          bodyMillis: plan.contendedBodyMillis,
+          key: "contended"
+        })
+        results.contended.push({ name: `${first.name}, ${variant}`, load, result })
+      }
     }
     if (deployment.url !== undefined) {
       yield* progress(`${deployment.name}: raw node-redis, shared client versus dedicated pool`)
