@@ -8,8 +8,9 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Backend } from "../LockBackend.ts"
-import { LockLost, RedisError, TimedOut } from "../LockError.ts"
+import { LockLost, type RedisError, TimedOut } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
+import { moreInformative, noReply } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
 import type { Settings } from "./settings.ts"
 import { nowMillis } from "./time.ts"
@@ -39,16 +40,6 @@ const waitPolicy = (settings: Settings): BackoffPolicy => ({
   baseMillis: Math.min(10, settings.leaseMillis / 10),
   capMillis: Math.min(1_000, Math.max(20, settings.leaseMillis / 5))
 })
-
-const noReply = (budgetMillis: number): RedisError =>
-  new RedisError({
-    command: "acquire",
-    kind: "timeout",
-    code: "TIMEOUT",
-    reply: `no reply within the remaining ${Math.round(budgetMillis)} ms`,
-    retryable: true,
-    mayHaveExecuted: true
-  })
 
 export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
   Effect.suspend(() => {
@@ -85,9 +76,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           const error = result.failure
           if (!error.mayHaveExecuted) uncertain = before
           if (!error.retryable) return yield* error
-          // A bare timeout says less than an earlier explained failure (UNACKNOWLEDGED, LOADING,
-          // POOL_EXHAUSTED): keep the explanation for the TimedOut the caller may get.
-          if (error.kind !== "timeout" || lastError === undefined || lastError.kind === "timeout") lastError = error
+          lastError = moreInformative(lastError, error)
           lastBusy = false
           const now = yield* nowMillis
           yield* Effect.sleep(yield* nextDelay(policy, attempts - 1, deadline - now))
@@ -96,7 +85,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         if (result.success._tag === "None") {
           // Cut off by the deadline. After a busy reply this says nothing new about the server, so
           // it does not turn a "busy" timeout into an "unavailable" one.
-          if (!lastBusy && (lastError === undefined || lastError.kind === "timeout")) lastError = noReply(attemptMillis)
+          if (!lastBusy) lastError = moreInformative(lastError, noReply("acquire", attemptMillis))
           continue
         }
         const reply = result.success.value

@@ -8,21 +8,12 @@
 // lasts; each attempt is bounded by what is left of it.
 import * as Effect from "effect/Effect"
 import type { Backend } from "../LockBackend.ts"
-import { LockLost, RedisError } from "../LockError.ts"
+import { LockLost, type RedisError } from "../LockError.ts"
 import type { HeldLease } from "./acquire.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
+import { moreInformative, noReply } from "./failures.ts"
 import type { Settings } from "./settings.ts"
 import { nowMillis } from "./time.ts"
-
-const noReply = (remainingMillis: number): RedisError =>
-  new RedisError({
-    command: "renew",
-    kind: "timeout",
-    code: "TIMEOUT",
-    reply: `no reply within the remaining ${Math.round(remainingMillis)} ms of the usable lease`,
-    retryable: true,
-    mayHaveExecuted: true
-  })
 
 const retryPolicy = (settings: Settings): BackoffPolicy => ({
   baseMillis: Math.min(25, settings.leaseMillis / 20),
@@ -69,15 +60,13 @@ export const renewalLoop = (backend: Backend, settings: Settings, lease: HeldLea
           break
         }
         if (result._tag === "Success") {
-          // No reply before the usable lease ran out; an earlier explained failure says more.
-          if (lastError === undefined) lastError = noReply(remaining)
+          // No reply before the usable lease ran out.
+          lastError = moreInformative(lastError, noReply("renew", remaining))
           continue
         }
         {
           if (!result.failure.retryable) return yield* lost("failed", result.failure)
-          if (result.failure.kind !== "timeout" || lastError === undefined || lastError.kind === "timeout") {
-            lastError = result.failure
-          }
+          lastError = moreInformative(lastError, result.failure)
           yield* Effect.logDebug("lock renewal failed, retrying within the usable lease", result.failure)
           const after = yield* nowMillis
           yield* Effect.sleep(yield* nextDelay(policy, failures++, validUntil - after))
