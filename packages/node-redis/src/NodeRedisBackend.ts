@@ -28,6 +28,7 @@ import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
 import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
 import type { RedisClientOptions, RedisClusterOptions, RedisSentinelOptions } from "redis"
+import * as Address from "./internal/address.ts"
 import * as ClusterTopology from "./internal/cluster.ts"
 import * as Pool from "./internal/pool.ts"
 import { makeBackend } from "./internal/replicated.ts"
@@ -312,15 +313,12 @@ export interface SentinelConfigOptions extends ConfigAuth {
   readonly sentinels: string
 }
 
-const hostPorts = (list: string): Array<{ host: string; port: number }> =>
+/** The non-empty, trimmed entries of a comma-separated list. */
+const commaList = (list: string): Array<string> =>
   list
     .split(",")
     .map((entry) => entry.trim())
     .filter((entry) => entry.length > 0)
-    .map((entry) => {
-      const at = entry.lastIndexOf(":")
-      return { host: entry.slice(0, at), port: Number(entry.slice(at + 1)) }
-    })
 
 /**
  * The Sentinel backend configured from `Config`, e.g. `REDIS_SENTINELS=10.0.0.5:26379,10.0.0.6:26379`.
@@ -336,7 +334,7 @@ export const layerSentinelConfig = (
     Effect.flatMap(Config.unwrap(options), (config) =>
       makeSentinel({
         name: config.name,
-        sentinels: hostPorts(config.sentinels),
+        sentinels: commaList(config.sentinels).map(Address.parse),
         nodeClientOptions: auth(config),
         ...pool(config)
       })
@@ -366,11 +364,7 @@ export const layerClusterConfig = (
     LockBackend.LockBackend,
     Effect.flatMap(Config.unwrap(options), (config) =>
       makeCluster({
-        rootNodes: config.nodes
-          .split(",")
-          .map((url) => url.trim())
-          .filter((url) => url.length > 0)
-          .map((url) => ({ url })),
+        rootNodes: commaList(config.nodes).map((url) => ({ url })),
         defaults: auth(config),
         ...pool(config)
       })

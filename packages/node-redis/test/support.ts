@@ -1,9 +1,9 @@
 // Helpers shared by the replicated-deployment suites: unique namespaces, clients over a backend, and
 // a lock held in the background while a fault is injected.
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
+import { forkUntilInside } from "@sage/lock-testkit/contract/support"
 
 export const namespace = (prefix: string): string => `${prefix}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -17,16 +17,14 @@ export const clientOn = (backend: LockBackend["Service"], options: Lock.LockOpti
  */
 export const holding = <A, E>(lock: Lock.LockClient<string>, key: string, body: Effect.Effect<A, E>) =>
   Effect.gen(function* () {
-    const inside = yield* Deferred.make<void>()
     let interrupted = false
-    const fiber = yield* Effect.forkChild(
-      Deferred.succeed(inside, undefined).pipe(
+    const fiber = yield* forkUntilInside((inside) =>
+      inside.pipe(
         Effect.andThen(body),
         Effect.onInterrupt(() => Effect.sync(() => (interrupted = true))),
         lock.withLock(key, { waitTimeout: "5 seconds" }),
         Effect.result
       )
     )
-    yield* Deferred.await(inside)
     return { fiber, interrupted: () => interrupted }
   })

@@ -12,6 +12,7 @@ import * as Semaphore from "effect/Semaphore"
 import type * as Scope from "effect/Scope"
 import { RedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
+import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
 
 type Client = ReturnType<typeof createClient>
@@ -50,11 +51,6 @@ const exhausted = (address: string, timeoutMillis: number): RedisError =>
     mayHaveExecuted: false
   })
 
-const splitAddress = (address: string): { readonly host: string; readonly port: number } => {
-  const at = address.lastIndexOf(":")
-  return { host: address.slice(0, at), port: Number(address.slice(at + 1)) }
-}
-
 /**
  * A pool bounded per node. `clientOptions` are the user's node-redis options (auth, TLS, ...); the
  * socket's host and port are replaced by the node's.
@@ -84,7 +80,7 @@ export const make = (options: {
 
     const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, RedisError> =>
       Effect.suspend(() => {
-        const { host, port } = splitAddress(address)
+        const { host, port } = Address.parse(address)
         const client: Client = createClient({
           ...options.clientOptions,
           // A dedicated connection is never reconnected: a broken one is dropped and replaced.

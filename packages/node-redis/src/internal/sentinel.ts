@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import { RedisError } from "@sage/lock/LockError"
 import { createSentinel, type RedisSentinelOptions } from "redis"
 import type * as Scope from "effect/Scope"
+import * as Address from "./address.ts"
 import type { Topology } from "./replicated.ts"
 import { connectScoped } from "./scopedClient.ts"
 
@@ -33,19 +34,17 @@ export const connect = (
     timeoutMillis
   )
 
-const addressOf = (node: { readonly host: string; readonly port: number }): string => `${node.host}:${node.port}`
-
 export const topology = (sentinel: Sentinel, name: string): Topology => ({
   description: "node-redis sentinel",
   route: () =>
     Effect.suspend(() => {
       const master = sentinel.getMasterNode()
       if (master === undefined) return Effect.fail(noMaster(name))
-      return Effect.succeed({ address: addressOf(master), replicas: sentinel.getReplicaNodes().size })
+      return Effect.succeed({ address: Address.format(master), replicas: sentinel.getReplicaNodes().size })
     }),
   isMaster: (_key, address) => {
     const master = sentinel.getMasterNode()
-    return master !== undefined && addressOf(master) === address
+    return master !== undefined && Address.format(master) === address
   },
   // The client re-reads the sentinels on +switch-master and on its own connection errors; a cheap
   // command through it surfaces a changed master sooner.

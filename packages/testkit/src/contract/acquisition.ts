@@ -5,14 +5,13 @@
  * @since 0.1.0
  */
 import { assert, type Vitest } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import { KeyCodec, Lock } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { eventually, now, redisKey, uniqueNamespace } from "./support.ts"
+import { eventually, forkUntilInside, now, redisKey, uniqueNamespace } from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
@@ -24,16 +23,14 @@ export const acquisition = (it: It): void => {
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
       const other = yield* Lock.make({ namespace: lock.namespace, leaseDuration: "2 seconds" })
       const key = redisKey(lock.namespace, "account:42")
-      const holderIn = yield* Deferred.make<void>()
       let holderLeftAt = 0
-      const holder = yield* Effect.forkChild(
-        Deferred.succeed(holderIn, undefined).pipe(
+      const holder = yield* forkUntilInside((inside) =>
+        inside.pipe(
           Effect.andThen(Effect.sleep(300)),
           Effect.andThen(Effect.flatMap(now, (t) => Effect.sync(() => (holderLeftAt = t)))),
           lock.withLock("account:42", { waitTimeout: "1 second" })
         )
       )
-      yield* Deferred.await(holderIn)
       let waiterEnteredAt = 0
       const value = yield* Effect.gen(function* () {
         waiterEnteredAt = yield* now

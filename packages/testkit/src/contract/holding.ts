@@ -5,14 +5,13 @@
  * @since 0.1.0
  */
 import { assert, type Vitest } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { Lock } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
+import { forkUntilInside, overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
@@ -50,11 +49,10 @@ export const holding = (it: It): void => {
         const control = yield* ServerControl
         const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "400 millis" })
         const key = redisKey(lock.namespace, "stolen")
-        const started = yield* Deferred.make<void>()
         let finalized = false
         let completed = false
-        const fiber = yield* Effect.forkChild(
-          Deferred.succeed(started, undefined).pipe(
+        const fiber = yield* forkUntilInside((inside) =>
+          inside.pipe(
             Effect.andThen(Effect.sleep("10 seconds")),
             Effect.andThen(Effect.sync(() => (completed = true))),
             Effect.onInterrupt(() => Effect.sleep(50).pipe(Effect.andThen(Effect.sync(() => (finalized = true))))),
@@ -62,7 +60,6 @@ export const holding = (it: It): void => {
             Effect.flip
           )
         )
-        yield* Deferred.await(started)
         yield* disturb(control, key)
         const error = yield* Fiber.join(fiber).pipe(Effect.timeout("3 seconds"))
         assert.strictEqual(error._tag, "LockLost")
@@ -85,15 +82,13 @@ export const holding = (it: It): void => {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "300 millis" })
       const key = redisKey(lock.namespace, "frozen-holder")
-      const started = yield* Deferred.make<void>()
-      const fiber = yield* Effect.forkChild(
-        Deferred.succeed(started, undefined).pipe(
+      const fiber = yield* forkUntilInside((inside) =>
+        inside.pipe(
           Effect.andThen(Effect.never),
           lock.withLock("frozen-holder", { waitTimeout: "1 second" }),
           Effect.flip
         )
       )
-      yield* Deferred.await(started)
       yield* control.pause(key)
       const error = yield* Fiber.join(fiber).pipe(Effect.timeout("5 seconds"), Effect.ensuring(control.resume(key)))
       assert.strictEqual(error._tag, "LockLost")
@@ -142,16 +137,14 @@ export const holding = (it: It): void => {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
       const key = redisKey(lock.namespace, "interrupted")
-      const started = yield* Deferred.make<void>()
       let bodyInterrupted = false
-      const fiber = yield* Effect.forkChild(
-        Deferred.succeed(started, undefined).pipe(
+      const fiber = yield* forkUntilInside((inside) =>
+        inside.pipe(
           Effect.andThen(Effect.never),
           Effect.onInterrupt(() => Effect.sync(() => (bodyInterrupted = true))),
           lock.withLock("interrupted", { waitTimeout: "1 second" })
         )
       )
-      yield* Deferred.await(started)
       assert.isNotNull(yield* control.get(key))
       const exit = yield* Fiber.interrupt(fiber).pipe(Effect.andThen(Fiber.await(fiber)))
       assert.isTrue(Exit.hasInterrupts(exit), "the interruption propagates")

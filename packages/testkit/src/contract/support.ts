@@ -6,7 +6,9 @@
  */
 import { randomUUID } from "node:crypto"
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 
 /** A fresh namespace per test, so tests never share keys and need no FLUSHALL. */
 export const uniqueNamespace = (label = "t"): string => `${label}-${randomUUID().slice(0, 8)}`
@@ -58,3 +60,17 @@ export const overlapRecorder = (): OverlapRecorder => {
     completed: () => completed
   }
 }
+
+/**
+ * Forks `run(inside)` and returns its fiber once `inside` has run: put `inside` at the start of a
+ * lock's body, and the fiber is returned while the body holds the lock.
+ */
+export const forkUntilInside = <A, E, R>(
+  run: (inside: Effect.Effect<void>) => Effect.Effect<A, E, R>
+): Effect.Effect<Fiber.Fiber<A, E>, never, R> =>
+  Effect.gen(function* () {
+    const started = yield* Deferred.make<void>()
+    const fiber = yield* Effect.forkChild(run(Effect.asVoid(Deferred.succeed(started, undefined))))
+    yield* Deferred.await(started)
+    return fiber
+  })
