@@ -1,9 +1,10 @@
 /**
  * Distributed locks for Effect programs, on Redis and Valkey.
  *
- * `withLock(key, { waitTimeout })(body)` acquires the lock (waiting with capped, jittered backoff),
- * runs the body while a scoped fiber renews the lease, and releases it with a compare-and-delete
- * whatever the body's outcome. `tryWithLock(key)(body)` does not wait for a busy lock.
+ * `withLock(key, { waitTimeout })(body)` acquires the lock (waiting in the server's waiter queue until
+ * a release wakes it, with jittered polling as a safety net), runs the body while the client's
+ * renewal scheduler renews the lease, and releases it with a compare-and-delete whatever the body's
+ * outcome. `tryWithLock(key)(body)` does not wait for a busy lock.
  *
  * **Guarantees and limits**
  * - Exclusion holds while the lease is valid on the server. The lock stops relying on it as soon as
@@ -11,8 +12,9 @@
  * - Interruption is cooperative: work already done is not undone; uninterruptible work delays it.
  * - There is no fencing token yet: a process paused longer than its lease, a failover that loses the
  *   key, or eviction can let two bodies overlap. Protect correctness-critical writes at the resource.
- * - The body is never retried and locks are not reentrant. Waiters in different processes are not
- *   served in order; fibers of one client queue per key in arrival order (one server contender each).
+ * - The body is never retried and locks are not reentrant. Waiters in different processes are served
+ *   from a queue at the server that prevents starvation (not a strict order); fibers of one client
+ *   queue per key in arrival order (one server contender each).
  *
  * @since 0.1.0
  */
@@ -20,22 +22,17 @@ import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import * as KeyCodec from "./KeyCodec.ts"
 import { LockBackend } from "./LockBackend.ts"
-import type { Backend, LeaseRequest } from "./LockBackend.ts"
-import { type InvalidArgument, type LockError, LockLost, TimedOut } from "./LockError.ts"
-import { acquire, type HeldLease } from "./internal/acquire.ts"
-import { lockKey } from "./internal/keys.ts"
+import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
+import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
-import { release } from "./internal/release.ts"
-import { renewalLoop } from "./internal/renewal.ts"
+import * as Renewals from "./internal/renewals.ts"
 import { nowMillis } from "./internal/time.ts"
-import { invalid, makeSettings, positiveMillis, type Settings, tryBudgetMillis } from "./internal/settings.ts"
+import { makeSettings, positiveMillis, tryBudgetMillis } from "./internal/settings.ts"
 
 /**
  * Options of a lock client. Validated once, when the client or layer is built.
@@ -125,72 +122,8 @@ export interface LockClient<K> {
  */
 export class Lock extends Context.Service<Lock, LockClient<string>>()("@sage/lock/Lock") {}
 
-const newToken = (): string => globalThis.crypto.randomUUID()
-
-const encodeKey = <K>(codec: KeyCodec.KeyCodec<K>, namespace: string, key: K): Effect.Effect<string, InvalidArgument> =>
-  Effect.suspend(() => {
-    let encoded: Result.Result<string, string>
-    try {
-      encoded = codec.encode(key)
-    } catch (cause) {
-      encoded = Result.fail(`the ${codec.name} codec threw: ${String(cause)}`)
-    }
-    return Result.isSuccess(encoded)
-      ? Effect.succeed(lockKey(namespace, encoded.success))
-      : Effect.fail(invalid("key", key, encoded.failure))
-  })
-
-/**
- * Acquire (inside the caller's interruptibility), run the body raced against renewal, then release
- * uninterruptibly whatever happened. Returns `None` only when `try` found the lock busy.
- */
-const runLocked = <A, E, R>(
-  backend: Backend,
-  settings: Settings,
-  key: string,
-  budgetMillis: number,
-  mode: "wait" | "try",
-  body: Effect.Effect<A, E, R>
-): Effect.Effect<Option.Option<A>, E | LockError, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function* () {
-      const token = newToken()
-      const outcome = yield* restore(
-        Metrics.trackAcquire(settings.namespace, acquire({ backend, settings, key, token, budgetMillis, mode }))
-      )
-      if (outcome._tag === "Busy") return Option.none<A>()
-      const lease: HeldLease = outcome.lease
-      const exit = yield* Effect.exit(restore(Effect.raceFirst(body, renewalLoop(backend, settings, lease))))
-      yield* Metrics.trackRun(settings.namespace, exit)
-      const request = (timeoutMillis: number): LeaseRequest => ({
-        key,
-        token,
-        leaseMillis: settings.leaseMillis,
-        timeoutMillis,
-        acknowledge: false
-      })
-      const released = yield* release(backend, request)
-      if (Exit.isSuccess(exit)) {
-        if (released._tag === "NotOwner") {
-          yield* Metrics.lost(settings.namespace, "release")
-          return yield* new LockLost({
-            key,
-            namespace: settings.namespace,
-            phase: "release",
-            reason: "ownership",
-            bodyCompleted: true
-          })
-        }
-        if (released._tag === "Failed") {
-          const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
-          yield* released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error)
-        }
-        return Option.some(exit.value)
-      }
-      // The body's own failure or interruption (or LockLost from renewal) always wins over release.
-      return yield* Effect.failCause(exit.cause)
-    })
-  ).pipe(Effect.withSpan(mode === "wait" ? "Lock.withLock" : "Lock.tryWithLock", { attributes: { "lock.key": key } }))
+// Spans of lock calls capture no call-site stack: that costs a stack trace per call.
+const noStackTrace = { captureStackTrace: false } as const
 
 /**
  * Builds a lock client for keys of type `K` over the `LockBackend` in context.
@@ -222,46 +155,69 @@ export const make: <K = string>(
   const backend = yield* LockBackend
   const codec = (options.keyCodec ?? KeyCodec.string) as KeyCodec.KeyCodec<K>
   const tryBudget = Math.min(tryBudgetMillis, settings.usableLeaseMillis)
-  const queue = LocalQueue.make()
+  const shared: Locked.Client = {
+    backend,
+    settings,
+    renewals: Renewals.make(backend, settings),
+    queue: LocalQueue.make(),
+    metrics: Metrics.make(settings.namespace),
+    waiterId: Locked.newToken()
+  }
+  const timedOutBehind = (key: string, startedAt: number) =>
+    Effect.flatMap(nowMillis, (now) =>
+      Effect.andThen(
+        shared.metrics.timedOutInProcess,
+        new TimedOut({
+          key,
+          namespace: settings.namespace,
+          waitedMillis: Math.round(now - startedAt),
+          attempts: 0,
+          reason: "busy"
+        })
+      )
+    )
   const client: LockClient<K> = {
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
     withLock: (key, callOptions) => (body) =>
-      Effect.gen(function* () {
-        const waitMillis = yield* positiveMillis("waitTimeout", callOptions?.waitTimeout)
-        const redisKey = yield* encodeKey(codec, settings.namespace, key)
-        const start = yield* nowMillis
-        const result = yield* queue.withTurn(
-          redisKey,
-          "wait",
-          waitMillis,
-          Effect.flatMap(nowMillis, (now) =>
-            runLocked(backend, settings, redisKey, waitMillis - (now - start), "wait", body)
-          ),
-          // Another fiber of this client held or waited for the key the whole time.
-          Effect.flatMap(nowMillis, (now) =>
-            Effect.fail(
-              new TimedOut({
-                key: redisKey,
-                namespace: settings.namespace,
-                waitedMillis: Math.round(now - start),
-                attempts: 0,
-                reason: "busy"
-              })
-            )
-          )
+      Effect.flatMap(positiveMillis("waitTimeout", callOptions?.waitTimeout), (waitMillis) =>
+        Effect.flatMap(Locked.encodeKey(codec, settings.namespace, key), (redisKey) =>
+          Effect.flatMap(nowMillis, (startedAt) => {
+            const deadline = startedAt + waitMillis
+            return Effect.map(
+              shared.queue.withTurn(
+                redisKey,
+                "wait",
+                waitMillis,
+                (waitedBehind) =>
+                  Locked.runLocked(shared, { key: redisKey, startedAt, deadline, mode: "wait", waitedBehind }, body),
+                // Another fiber of this client held or waited for the key the whole time.
+                timedOutBehind(redisKey, startedAt)
+              ),
+              // "wait" mode never yields None: a busy lock is retried until TimedOut.
+              Option.getOrThrow
+            ).pipe(Effect.withSpan("Lock.withLock", { attributes: { "lock.key": redisKey } }, noStackTrace))
+          })
         )
-        // "wait" mode never yields None: a busy lock is retried until TimedOut.
-        return Option.getOrThrow(result)
-      }),
+      ),
     tryWithLock: (key) => (body) =>
-      Effect.flatMap(encodeKey(codec, settings.namespace, key), (redisKey) =>
-        queue.withTurn(
-          redisKey,
-          "try",
-          0,
-          runLocked(backend, settings, redisKey, tryBudget, "try", body),
-          Effect.succeed(Option.none())
+      Effect.flatMap(Locked.encodeKey(codec, settings.namespace, key), (redisKey) =>
+        Effect.flatMap(nowMillis, (startedAt) =>
+          shared.queue
+            .withTurn(
+              redisKey,
+              "try",
+              0,
+              () =>
+                Locked.runLocked(
+                  shared,
+                  { key: redisKey, startedAt, deadline: startedAt + tryBudget, mode: "try", waitedBehind: false },
+                  body
+                ),
+              // Another fiber of this client holds or waits for the key: busy, counted as such.
+              Effect.as(shared.metrics.busyInProcess, Option.none())
+            )
+            .pipe(Effect.withSpan("Lock.tryWithLock", { attributes: { "lock.key": redisKey } }, noStackTrace))
         )
       )
   }

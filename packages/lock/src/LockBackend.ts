@@ -7,7 +7,10 @@
  * for single-process programs and tests.
  *
  * A backend does not retry: it reports each failure once, with `retryable` and `mayHaveExecuted`
- * set, and the lock decides what to do within its own budget.
+ * set, and the lock decides what to do within its own budget. A backend also keeps its own time
+ * limits: every operation completes (with a retryable `RedisError` of kind `"timeout"` when it must)
+ * within the request's `timeoutMillis`. The lock does not wrap each call in a timer of its own, so a
+ * backend that ignores the limit stretches the caller's deadline.
  *
  * @since 0.1.0
  */
@@ -29,8 +32,8 @@ export interface LeaseRequest {
   /** The lease to set, in milliseconds (acquire and renew). */
   readonly leaseMillis: number
   /**
-   * How long the backend may spend on this operation, in milliseconds (always > 0). A backend passes
-   * it on as its per-command timeout; the lock also enforces it.
+   * How long the backend may spend on this operation, in milliseconds (always > 0). The backend must
+   * complete within it, failing with a retryable timeout `RedisError` when the server does not answer.
    */
   readonly timeoutMillis: number
   /**
@@ -38,6 +41,33 @@ export interface LeaseRequest {
    * Standalone backends ignore it.
    */
   readonly acknowledge: boolean
+  /**
+   * Acquire only: the caller's waiter id when it will wait for a busy lock (`withLock` over a backend
+   * with `wakeups`). A busy reply then also registers the waiter at the server, in arrival order, so
+   * that a release wakes the longest-waiting one and a free lock is granted to it first.
+   */
+  readonly waiter?: { readonly id: string; readonly ttlMillis: number } | undefined
+}
+
+/**
+ * Cross-process wake-up: a release tells the longest-waiting registered waiter that the lock is
+ * free, so it does not sleep through it. Messages may be lost (a reconnect, a failover): waiters
+ * still retry on their own schedule, so a lost message only costs that retry delay.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface Wakeups {
+  /**
+   * Waits until a release names `waiterId` on `key`, or `millis` pass. `true` when woken (or when
+   * the subscription was only just made, so a message may have been missed: try again at once).
+   */
+  readonly await: (key: string, waiterId: string, millis: number) => Effect.Effect<boolean>
+  /**
+   * Withdraws a waiter that gives up (timed out, interrupted), and wakes the next one if the lock is
+   * free. Best effort within `timeoutMillis`; registrations also lapse on their own.
+   */
+  readonly leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
 }
 
 /**
@@ -47,7 +77,8 @@ export interface LeaseRequest {
  *   the key already held the caller's token (a retry after a lost reply), so a lost reply never looks
  *   busy to its own retry.
  * - `Busy`: another token holds the key; `remainingMillis` is its remaining lease (-1 when it has no
- *   expiry), used to avoid polling long before it can expire.
+ *   expiry), used to avoid polling long before it can expire; -2 when the key is free but reserved
+ *   for a waiter that registered earlier (it gets the lock first).
  * - `NotMaster`: the write was applied, but the node that applied it (`address`) was not, or is no
  *   longer, the master in the client's view (replicated deployments). The lock cannot be relied on.
  *
@@ -58,6 +89,15 @@ export type AcquireReply =
   | { readonly _tag: "Acquired" }
   | { readonly _tag: "Busy"; readonly remainingMillis: number }
   | { readonly _tag: "NotMaster"; readonly address: string }
+
+/**
+ * The reply for one lease of a batched renewal: `true` renewed, `false` the key no longer holds the
+ * token (ownership lost), or the failure that lease met.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type RenewReply = boolean | RedisError
 
 /**
  * The shape every backend provides.
@@ -74,6 +114,16 @@ export interface Backend {
   readonly renew: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
   /** Delete the key when it still holds the token; `false` when it did not. */
   readonly release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  /**
+   * Renews many leases in as few round trips as the deployment allows (one per node), with one
+   * replica acknowledgement per node when asked. The replies are in the order of the requests; a
+   * failure that hits the whole batch is repeated for every lease in it. It never fails as a whole.
+   * The requests share one `timeoutMillis` and `acknowledge`. Optional: without it, the lock sends
+   * one `renew` per lease, concurrently.
+   */
+  readonly renewAll?: ((requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>) | undefined
+  /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
+  readonly wakeups?: Wakeups | undefined
 }
 
 /**

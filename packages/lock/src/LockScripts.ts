@@ -1,40 +1,105 @@
 /**
- * The lock protocol: three Lua scripts, each atomic on one key, shared by every backend.
+ * The lock protocol: the Lua scripts every backend runs, each atomic on one lock's keys.
  *
  * They are plain `EVAL` scripts without a `#!lua` shebang on purpose: under `maxmemory` with
  * `noeviction`, Redis and Valkey check memory per command inside such scripts, so `GET`, `PEXPIRE`
  * and `DEL` keep working and a held lock can still be renewed and released, while the `SET` of a new
  * acquisition fails with `OOM` (a shebang script would need `flags=allow-oom` to renew at all).
  *
- * Each script touches exactly one key, declared in `KEYS`, so it is Cluster-safe and never sees
- * `CROSSSLOT` or `TRYAGAIN` during slot migration.
+ * Each script touches one lock: its key and, for acquire, release and leave, the two queue keys of
+ * its waiters, all declared in `KEYS` and sharing one hash tag, so they are Cluster-safe. While a
+ * slot migrates, a script whose keys are split between the two nodes gets `TRYAGAIN`, which the lock
+ * retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel).
  *
  * @since 0.1.0
  */
+import * as Keys from "./internal/keys.ts"
+
+// Shared by the scripts below that keep the waiter queue: the server's time in milliseconds, and
+// dropping registrations that have lapsed (their waiter died or stopped refreshing).
+const queueHelpers = `local function now_ms()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function purge(now)
+  local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)
+  for i = 1, #dead do
+    redis.call("ZREM", KEYS[2], dead[i])
+    redis.call("ZREM", KEYS[3], dead[i])
+  end
+end
+local function wake_head(now)
+  purge(now)
+  local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+  if head ~= nil then
+    redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
+    redis.call(ARGV[3], ARGV[2], head)
+  end
+end
+`
 
 /**
- * Acquire, idempotently.
+ * Acquire, idempotently, in the order waiters registered.
  *
- * - KEYS[1]: the lock key. ARGV[1]: the caller's token. ARGV[2]: the lease in milliseconds.
- * - Reply `{1}`: the key was free and now holds the token with the lease; or it already held the
- *   token (an earlier attempt whose reply was lost had succeeded) and its lease was re-armed.
- * - Reply `{0, pttl}`: another token holds it; `pttl` is its remaining lease in milliseconds
- *   (-1 when the key has no expiry, which only happens when something else wrote it).
+ * - KEYS[1]: the lock key. KEYS[2]: its waiters in arrival order (ZSET, id -> first registration).
+ *   KEYS[3]: when each registration lapses (ZSET, id -> server ms). See `keysOf`.
+ * - ARGV[1]: the caller's token. ARGV[2]: the lease in milliseconds. ARGV[3]: the caller's waiter id,
+ *   or "" when it will not wait (`tryWithLock`, or a backend without wake-ups). ARGV[4]: how long a
+ *   registration lasts without being refreshed, in milliseconds.
+ * - Reply `{1}`: the key was free (and no earlier waiter was registered, or the caller is the
+ *   earliest) and now holds the token with the lease; or it already held the token (an earlier
+ *   attempt whose reply was lost had succeeded) and its lease was re-armed. The caller's
+ *   registration, if any, is removed.
+ * - Reply `{0, pttl}`: another token holds it; `pttl` is its remaining lease in milliseconds (-1
+ *   when the key has no expiry, which only happens when something else wrote it).
+ * - Reply `{0, -2}`: the key is free, but an earlier registered waiter has the next turn.
+ * - With a waiter id, a busy reply also registers (or refreshes) the caller: its place in line is
+ *   kept from its first registration; the queue keys expire when nobody refreshes them.
  * - A non-string key fails with `WRONGTYPE` from `GET`: the namespace is shared with other data.
  *
  * @category scripting
  * @since 0.1.0
  */
-export const acquire = `local current = redis.call("GET", KEYS[1])
-if current == false then
-  redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-  return {1}
-end
+export const acquire = `${queueHelpers}local current = redis.call("GET", KEYS[1])
 if current == ARGV[1] then
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
   return {1}
 end
-return {0, redis.call("PTTL", KEYS[1])}
+local waiter = ARGV[3]
+local queued = redis.call("EXISTS", KEYS[2]) == 1
+local now = nil
+if current == false then
+  local head = nil
+  if queued then
+    now = now_ms()
+    purge(now)
+    head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+  end
+  if head == nil or head == waiter then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+    if head ~= nil then
+      redis.call("ZREM", KEYS[2], waiter)
+      redis.call("ZREM", KEYS[3], waiter)
+    end
+    return {1}
+  end
+end
+local reply = {0, -2}
+if current ~= false then
+  reply = {0, redis.call("PTTL", KEYS[1])}
+end
+if waiter ~= "" then
+  now = now or now_ms()
+  local ttl = tonumber(ARGV[4])
+  redis.call("ZADD", KEYS[2], "NX", now, waiter)
+  redis.call("ZADD", KEYS[3], now + ttl, waiter)
+  for i = 2, 3 do
+    if redis.call("PTTL", KEYS[i]) < ttl then
+      redis.call("PEXPIRE", KEYS[i], ttl)
+    end
+  end
+end
+return reply
 `
 
 /**
@@ -53,16 +118,89 @@ return 0
 `
 
 /**
- * Release: compare-and-delete, so a caller never deletes a lock that has passed to someone else.
+ * Release: compare-and-delete, so a caller never deletes a lock that has passed to someone else, and
+ * wake the longest-waiting registered waiter, if any.
  *
- * - KEYS[1]: the lock key. ARGV[1]: the token.
- * - Reply 1: deleted. Reply 0: the key was gone or held another token.
+ * - KEYS[1..3]: as for `acquire`. ARGV[1]: the token. ARGV[2]: the wake-up channel. ARGV[3]: the
+ *   publish command, `PUBLISH` (standalone, Sentinel) or `SPUBLISH` (Cluster: the message stays on
+ *   the key's shard, which the channel's hash tag shares). ARGV[4]: how long the woken waiter has to
+ *   claim the lock, in milliseconds.
+ * - Reply 1: deleted. Reply 0: the key was gone or held another token (nobody is woken).
+ * - Only the head of the queue is named in the message: one release sends one waiter to the server.
+ *   Its registration is cut to the claim window: a dead head then stops holding up the line after
+ *   that window instead of after its whole registration.
  *
  * @category scripting
  * @since 0.1.0
  */
-export const release = `if redis.call("GET", KEYS[1]) == ARGV[1] then
-  return redis.call("DEL", KEYS[1])
+export const release = `${queueHelpers}if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+redis.call("DEL", KEYS[1])
+if redis.call("EXISTS", KEYS[2]) == 1 then
+  wake_head(now_ms())
+end
+return 1
+`
+
+/**
+ * Leave the waiter queue (a waiter gave up), and wake the next waiter if the lock is free.
+ *
+ * - KEYS[1..3]: as for `acquire`. ARGV[1]: the waiter id. ARGV[2..4]: as for `release`.
+ * - Reply 1 when the waiter was registered, 0 otherwise.
+ *
+ * @category scripting
+ * @since 0.2.0
+ */
+export const leave = `${queueHelpers}local removed = redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("ZREM", KEYS[3], ARGV[1])
+if removed == 1 and redis.call("EXISTS", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[2]) == 1 then
+  wake_head(now_ms())
+end
+return removed
+`
+
+/**
+ * The keys a lock's scripts declare, in `KEYS` order: the lock key, then its waiter queue keys.
+ * All share the lock key's hash tag, so they live on one Cluster slot.
+ *
+ * @category scripting
+ * @since 0.2.0
+ */
+export const keysOf = (lockKey: string): readonly [string, string, string] => [
+  lockKey,
+  Keys.waitersKey(lockKey),
+  Keys.waitingUntilKey(lockKey)
+]
+
+/**
+ * The channel on which releases of `lockKey` wake its waiters.
+ *
+ * @category scripting
+ * @since 0.2.0
+ */
+export const wakeChannel = (lockKey: string): string => Keys.wakeChannel(lockKey)
+
+/**
+ * Renew many leases in one round trip (standalone and Sentinel: every key lives on one node).
+ *
+ * - KEYS[1..n]: the lock keys. ARGV[1..n]: their tokens, in the same order. ARGV[n + 1]: the new
+ *   lease in milliseconds.
+ * - Reply: an array of n integers, 1 where the key still held its token and was renewed, 0 where it
+ *   was gone or held another token (that lease is lost; the others are unaffected).
+ * - Cluster cannot run it across slots (`CROSSSLOT`); there each node gets a pipeline of `renew`.
+ *
+ * @category scripting
+ * @since 0.2.0
+ */
+export const renewAll = `local lease = ARGV[#KEYS + 1]
+local replies = {}
+for i = 1, #KEYS do
+  if redis.call("GET", KEYS[i]) == ARGV[i] then
+    replies[i] = redis.call("PEXPIRE", KEYS[i], lease)
+  else
+    replies[i] = 0
+  end
+end
+return replies
 `

@@ -3,40 +3,72 @@
 // in @sage/lock-testkit, run on real Redis and Valkey, is.
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type AcquireReply, type Backend, type LeaseRequest, LockBackend } from "../src/LockBackend.ts"
+import { type AcquireReply, type Backend, type LeaseRequest, LockBackend, type RenewReply } from "../src/LockBackend.ts"
 import { RedisError } from "../src/LockError.ts"
 
 export interface Calls {
   readonly acquire: Array<LeaseRequest>
   readonly renew: Array<LeaseRequest>
   readonly release: Array<LeaseRequest>
+  /** Each batched renewal, as the list of its requests. */
+  readonly renewAll: Array<ReadonlyArray<LeaseRequest>>
 }
+
+/** A backend keeps its own time limit (the `LockBackend` contract): a hung reply becomes a timeout. */
+const within = <A>(request: LeaseRequest, effect: Effect.Effect<A, RedisError>): Effect.Effect<A, RedisError> =>
+  Effect.timeoutOrElse(effect, {
+    duration: request.timeoutMillis,
+    orElse: () =>
+      Effect.fail(
+        new RedisError({
+          command: "test",
+          kind: "timeout",
+          code: "TIMEOUT",
+          reply: `no reply within ${request.timeoutMillis} ms`,
+          retryable: true,
+          mayHaveExecuted: true
+        })
+      )
+  })
 
 export const scripted = (
   handlers: Partial<{
     acquire: (request: LeaseRequest, attempt: number) => Effect.Effect<AcquireReply, RedisError>
     renew: (request: LeaseRequest, attempt: number) => Effect.Effect<boolean, RedisError>
     release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+    renewAll: (requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>
   }>
 ): { readonly layer: Layer.Layer<LockBackend>; readonly calls: Calls } => {
-  const calls: Calls = { acquire: [], renew: [], release: [] }
+  const calls: Calls = { acquire: [], renew: [], release: [], renewAll: [] }
   const backend: Backend = {
     description: "scripted",
     acquire: (request) =>
       Effect.suspend(() => {
         calls.acquire.push(request)
-        return handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired" })
+        return within(
+          request,
+          handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired" })
+        )
       }),
     renew: (request) =>
       Effect.suspend(() => {
         calls.renew.push(request)
-        return handlers.renew?.(request, calls.renew.length) ?? Effect.succeed(true)
+        return within(request, handlers.renew?.(request, calls.renew.length) ?? Effect.succeed(true))
       }),
     release: (request) =>
       Effect.suspend(() => {
         calls.release.push(request)
-        return handlers.release?.(request) ?? Effect.succeed(true)
-      })
+        return within(request, handlers.release?.(request) ?? Effect.succeed(true))
+      }),
+    ...(handlers.renewAll === undefined
+      ? {}
+      : {
+          renewAll: (requests: ReadonlyArray<LeaseRequest>) =>
+            Effect.suspend(() => {
+              calls.renewAll.push(requests)
+              return handlers.renewAll!(requests)
+            })
+        })
   }
   return { layer: Layer.succeed(LockBackend, backend), calls }
 }

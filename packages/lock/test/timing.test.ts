@@ -150,6 +150,51 @@ describe("renewal and the usable lease", () => {
   )
 })
 
+describe("batched renewal", () => {
+  it.effect("the leases a client holds are renewed together, one batch per tick", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ renewAll: (requests) => Effect.succeed(requests.map(() => true)) })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const fibers = yield* Effect.forEach(
+        Array.from({ length: 50 }, (_, i) => `k${i}`),
+        (key) => Effect.forkChild(lock.withLock(key, { waitTimeout: "1 second" })(Effect.sleep("1 second")))
+      )
+      yield* TestClock.adjust("1 second")
+      yield* Effect.forEach(fibers, Fiber.join)
+      assert.strictEqual(fake.calls.renew.length, 0, "no lease was renewed on its own")
+      assert.isAtLeast(fake.calls.renewAll.length, 9, "renewed every third of a lease for a second")
+      assert.isAtMost(fake.calls.renewAll.length, 12, "one batch per tick, not one per lock")
+      for (const batch of fake.calls.renewAll) assert.strictEqual(batch.length, 50)
+    })
+  )
+
+  it.effect("a batch reply that comes after one lease's usable time loses that lease only", () =>
+    Effect.gen(function* () {
+      // Lease 300 ms: usable 283 ms, renewal due every 100 ms, leases due within 25 ms share a batch.
+      const fake = scripted({
+        renewAll: (requests) => Effect.sleep("190 millis").pipe(Effect.as(requests.map(() => true)))
+      })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const early = yield* Effect.forkChild(Effect.flip(lock.withLock("a", { waitTimeout: "1 second" })(Effect.never)))
+      yield* TestClock.adjust("20 millis")
+      const late = yield* Effect.forkChild(
+        lock.withLock("b", { waitTimeout: "1 second" })(Effect.sleep("250 millis").pipe(Effect.as("kept")))
+      )
+      // The batch goes out at 100 ms with both leases and answers at 290 ms: after a's usable lease
+      // (283 ms), before b's (303 ms).
+      yield* TestClock.adjust("262 millis")
+      assert.isUndefined(early.pollUnsafe(), "a is still within its usable lease at 282 ms")
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Fiber.join(early)
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") assert.strictEqual(error.reason, "expired")
+      assert.strictEqual(fake.calls.renewAll[0]?.length, 2, "both leases went in one batch")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(late), "kept", "the same late reply renewed b")
+    })
+  )
+})
+
 describe("release", () => {
   it.effect("retries temporary failures within one second in all, then gives up and returns the result", () =>
     Effect.gen(function* () {

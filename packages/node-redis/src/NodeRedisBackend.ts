@@ -124,7 +124,7 @@ export const make = (
     const { connectTimeout } = yield* validate(options)
     const { dedicatedPool: _pool, connectTimeoutMillis: _timeout, ...clientOptions } = options
     const client = yield* Standalone.connect(clientOptions as RedisClientOptions, connectTimeout)
-    return Standalone.fromClient(client, "node-redis standalone")
+    return yield* Standalone.fromClient(client, "node-redis standalone")
   })
 
 /**
@@ -154,7 +154,7 @@ export const makeSentinel = (
       connectTimeout
     )
     const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
-    return makeBackend(SentinelTopology.topology(sentinel, options.name), pool)
+    return yield* makeBackend(SentinelTopology.topology(sentinel, options.name), pool)
   })
 
 /**
@@ -180,7 +180,7 @@ export const makeCluster = (
       connectTimeout
     )
     const pool = yield* Pool.make({ maxConnections, clientOptions: (options.defaults ?? {}) as RedisClientOptions })
-    return makeBackend(ClusterTopology.topology(cluster), pool)
+    return yield* makeBackend(ClusterTopology.topology(cluster), pool)
   })
 
 /**

@@ -35,9 +35,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           [
             // Changing a script changes its hash: every process sharing a namespace must run the same
             // protocol, so a change here is a protocol change to call out in the release notes.
-            "8c46c52b64145c8173c32c3078b1e559cacabaef",
+            "2d24c4becb6158570a9b38b5df804d2cf361777a",
             "df08c2eb6936eac8735f349b742325f1be674684",
-            "1399a2afefa68b87c8075b97ba2472b21856d722"
+            "f86042c32ddbe8bddb394b20a9af1edad2bb989e",
+            "9c346623336aaccfd9b5fccb377fdf9e7628878f",
+            "7346a6313b3bbb513abf50609c465a68a350755b"
           ]
         )
       })

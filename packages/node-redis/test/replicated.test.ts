@@ -31,7 +31,9 @@ const scripted = (options: { role: unknown; viewSaysMaster: boolean; viewReplica
     description: "scripted",
     route: () => Effect.succeed({ address: "10.0.0.1:6379", replicas: options.viewReplicas }),
     isMaster: () => options.viewSaysMaster,
-    refresh: () => Effect.void
+    refresh: () => Effect.void,
+    publish: "PUBLISH",
+    subscriber: () => Promise.reject(new Error("no wake-ups in this scripted topology"))
   }
   return { backend: makeBackend(topology, pool), sent }
 }
@@ -50,7 +52,7 @@ describe("replicated write checks", () => {
     it.effect(`${label}: LockLost before the body starts, and the write is released`, () =>
       Effect.gen(function* () {
         const { backend, sent } = scripted({ ...options, viewReplicas: 1 })
-        const lock = yield* lockOn(backend)
+        const lock = yield* lockOn(yield* backend)
         let ran = false
         const error = yield* Effect.sync(() => (ran = true)).pipe(
           lock.withLock("k", { waitTimeout: "1 second" }),
@@ -99,7 +101,7 @@ describe("replicated write checks", () => {
       ]
       for (const { view, role, expected } of cases) {
         const { backend, sent } = scripted({ role: ["master", 10, role], viewSaysMaster: true, viewReplicas: view })
-        const lock = yield* lockOn(backend)
+        const lock = yield* lockOn(yield* backend)
         yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "1 second" }), Effect.ignore)
         const wait = sent.find((args) => args[0] === "WAIT")
         assert.strictEqual(wait?.[1], expected, JSON.stringify({ view, role }))

@@ -7,20 +7,20 @@
 // so nothing is left held beyond its lease.
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { Backend } from "../LockBackend.ts"
+import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { LockLost, type RedisError, TimedOut } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
-import { moreInformative, noReply } from "./failures.ts"
+import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
-import type { Settings } from "./settings.ts"
+import { releaseTimeoutMillis, type Settings } from "./settings.ts"
 import { nowMillis } from "./time.ts"
 
-/** A lock the caller holds: where, with which token, and until when it may rely on it. */
+/** A lock the caller holds: where, with which token, and when the request that granted it was sent. */
 export interface HeldLease {
   readonly key: string
   readonly token: string
-  /** Monotonic time (ms) from which the lease can no longer be relied on. */
-  readonly validUntil: number
+  /** Monotonic time (ms) at which the granting request was sent: the usable lease counts from it. */
+  readonly sentAt: number
 }
 
 export type AcquireOutcome = { readonly _tag: "Held"; readonly lease: HeldLease } | { readonly _tag: "Busy" }
@@ -30,9 +30,21 @@ export interface AcquireParams {
   readonly settings: Settings
   readonly key: string
   readonly token: string
-  readonly budgetMillis: number
-  /** `wait` retries a busy lock until the budget ends; `try` returns `Busy` at once. */
+  /** Monotonic time (ms) of the call: `TimedOut.waitedMillis` counts from here. */
+  readonly startedAt: number
+  /** The deadline (monotonic ms) for the whole acquisition. */
+  readonly deadline: number
+  /** `wait` retries a busy lock until the deadline; `try` returns `Busy` at once. */
   readonly mode: "wait" | "try"
+  /** The caller already waited behind another fiber of its client: the key was busy all along. */
+  readonly waitedBehind: boolean
+  /**
+   * The client's waiter id, in `wait` mode over a backend with wake-ups: busy replies register it at
+   * the server, and releases wake it.
+   */
+  readonly waiterId?: string | undefined
+  /** Whether another fiber of the client waits for this key (it inherits the server registration). */
+  readonly hasSuccessor: () => boolean
 }
 
 /** Backoff while waiting for a busy lock: 10 ms doubling up to 1 s (or a fifth of the lease). */
@@ -41,104 +53,120 @@ const waitPolicy = (settings: Settings): BackoffPolicy => ({
   capMillis: Math.min(1_000, Math.max(20, settings.leaseMillis / 5))
 })
 
+/**
+ * With wake-ups, a waiter sleeps until a release names it, and polls only as a safety net: after a
+ * random 50-100% of the backoff cap (a lost message costs at most that). Its registration at the
+ * server lasts two caps plus half a second between refreshes, so a live waiter never lapses while a
+ * dead one stops holding up the line soon after.
+ */
+const registrationMillis = (policy: BackoffPolicy): number => 2 * policy.capMillis + 500
+
+/**
+ * Attempts until acquired, busy (`try`), the deadline, or a permanent failure. Written as a chain
+ * of plain continuations rather than a generator: the uncontended case is one backend call.
+ */
 export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
   Effect.suspend(() => {
-    const { backend, key, settings, token } = params
+    const { backend, key, settings, token, deadline } = params
+    const usable = settings.usableLeaseMillis
     let uncertain = false
-    const request = (timeoutMillis: number) => ({
+    let attempts = 0
+    let lastError: RedisError | undefined
+    let lastBusy = params.waitedBehind
+    let policy: BackoffPolicy | undefined
+    const wakeups = params.mode === "wait" && params.waiterId !== undefined ? backend.wakeups : undefined
+    const waiter =
+      wakeups === undefined
+        ? undefined
+        : { id: params.waiterId!, ttlMillis: registrationMillis((policy = waitPolicy(settings))) }
+    let registered = false
+    const request = (timeoutMillis: number): LeaseRequest => ({
       key,
       token,
       leaseMillis: settings.leaseMillis,
       timeoutMillis,
-      acknowledge: settings.replicaAcknowledgement
+      acknowledge: settings.replicaAcknowledgement,
+      waiter
     })
-    const policy = waitPolicy(settings)
+    const lost = (reason: "expired" | "not-master") =>
+      new LockLost({ key, namespace: settings.namespace, phase: "acquire", reason, bodyCompleted: false })
 
-    const loop = Effect.gen(function* () {
-      const start = yield* nowMillis
-      const deadline = start + params.budgetMillis
-      let attempts = 0
-      let lastError: RedisError | undefined
-      let lastBusy = false
-      while (true) {
-        const sentAt = yield* nowMillis
+    const timedOut = Effect.flatMap(nowMillis, (end) =>
+      Effect.fail(
+        new TimedOut({
+          key,
+          namespace: settings.namespace,
+          waitedMillis: Math.round(end - params.startedAt),
+          attempts,
+          reason: lastBusy ? "busy" : lastError?.code === "UNACKNOWLEDGED" ? "unacknowledged" : "unavailable",
+          ...(lastError === undefined || lastBusy ? {} : { lastError })
+        })
+      )
+    )
+
+    const retryAfter = (
+      holderRemainingMillis?: number
+    ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
+      Effect.flatMap(nowMillis, (now) =>
+        Effect.flatMap(
+          nextDelay((policy ??= waitPolicy(settings)), attempts - 1, deadline - now, holderRemainingMillis),
+          (delay) => Effect.andThen(Effect.sleep(delay), attempt)
+        )
+      )
+
+    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = Effect.flatMap(
+      nowMillis,
+      (sentAt) => {
         const remaining = deadline - sentAt
-        if (remaining <= 0) break
+        if (remaining <= 0) return timedOut
         attempts++
         const before = uncertain
         uncertain = true
         // A grant that takes longer than the usable lease could not be relied on anyway.
-        const attemptMillis = Math.min(remaining, settings.usableLeaseMillis)
-        const result = yield* backend
-          .acquire(request(attemptMillis))
-          .pipe(Effect.timeoutOption(attemptMillis), Effect.result)
-        if (result._tag === "Failure") {
-          const error = result.failure
-          if (!error.mayHaveExecuted) uncertain = before
-          if (!error.retryable) return yield* error
-          lastError = moreInformative(lastError, error)
-          lastBusy = false
-          const now = yield* nowMillis
-          yield* Effect.sleep(yield* nextDelay(policy, attempts - 1, deadline - now))
-          continue
-        }
-        if (result.success._tag === "None") {
-          // Cut off by the deadline. After a busy reply this says nothing new about the server, so
-          // it does not turn a "busy" timeout into an "unavailable" one.
-          if (!lastBusy) lastError = moreInformative(lastError, noReply("acquire", attemptMillis))
-          continue
-        }
-        const reply = result.success.value
-        if (reply._tag === "Acquired") {
-          const receivedAt = yield* nowMillis
-          const validUntil = sentAt + settings.usableLeaseMillis
-          if (receivedAt >= validUntil) {
-            // The grant arrived after the usable lease was spent: another process may already be
-            // entitled to the key. The body must not start; the cleanup below releases our write.
-            return yield* new LockLost({
-              key,
-              namespace: settings.namespace,
-              phase: "acquire",
-              reason: "expired",
-              bodyCompleted: false
-            })
+        const attemptMillis = Math.min(remaining, usable)
+        return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
+          onFailure: (error) => {
+            if (!error.mayHaveExecuted) uncertain = before
+            if (!error.retryable) return Effect.fail(error)
+            // A bare timeout after a busy reply says nothing new about the server, so it does not
+            // turn a "busy" timeout into an "unavailable" one.
+            if (!(lastBusy && error.kind === "timeout")) {
+              lastError = moreInformative(lastError, error)
+              lastBusy = false
+            }
+            return retryAfter()
+          },
+          onSuccess: (reply) => {
+            if (reply._tag === "Acquired") {
+              return Effect.flatMap(nowMillis, (receivedAt) => {
+                // The grant arrived after the usable lease was spent: another process may already be
+                // entitled to the key. The body must not start; the cleanup releases our write.
+                if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
+                uncertain = false
+                return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt } })
+              })
+            }
+            // The write landed on a node that is not (or no longer) the master: a failover may drop
+            // it, or grant the key to someone else. The body must not start; cleanup releases it.
+            if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
+            uncertain = false
+            if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
+            lastBusy = true
+            if (waiter !== undefined) registered = true
+            return retryAfter(reply.remainingMillis)
           }
-          uncertain = false
-          return { _tag: "Held", lease: { key, token, validUntil } } satisfies AcquireOutcome
-        }
-        if (reply._tag === "NotMaster") {
-          // The write landed on a node that is not (or no longer) the master: a failover may drop
-          // it, or grant the key to someone else. The body must not start; cleanup releases it.
-          return yield* new LockLost({
-            key,
-            namespace: settings.namespace,
-            phase: "acquire",
-            reason: "not-master",
-            bodyCompleted: false
-          })
-        }
-        uncertain = false
-        if (params.mode === "try") return { _tag: "Busy" } satisfies AcquireOutcome
-        lastBusy = true
-        const now = yield* nowMillis
-        yield* Effect.sleep(yield* nextDelay(policy, attempts - 1, deadline - now, reply.remainingMillis))
+        })
       }
-      const end = yield* nowMillis
-      return yield* new TimedOut({
-        key,
-        namespace: settings.namespace,
-        waitedMillis: Math.round(end - start),
-        attempts,
-        reason: lastBusy ? "busy" : lastError?.code === "UNACKNOWLEDGED" ? "unacknowledged" : "unavailable",
-        ...(lastError === undefined || lastBusy ? {} : { lastError })
-      })
-    })
-
-    return loop.pipe(
-      Effect.onExit((exit) =>
-        uncertain && !(Exit.isSuccess(exit) && exit.value._tag === "Held")
-          ? releaseBounded(backend, request, "abandoned acquisition")
-          : Effect.void
-      )
     )
+
+    return Effect.onExit(attempt, (exit) => {
+      if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
+      const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
+      // Giving up: withdraw from the server's line, unless another fiber of this client takes over
+      // the same registration (same waiter id) for this key.
+      if (!registered || wakeups === undefined || params.hasSuccessor()) return release
+      return Effect.andThen(release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis))
+    })
   })
+
+const busyOutcome: AcquireOutcome = { _tag: "Busy" }

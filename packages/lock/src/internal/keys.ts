@@ -11,3 +11,15 @@ const escapes: Record<string, string> = { "%": "%25", "{": "%7B", "}": "%7D" }
 /** The hash-tagged Redis key for a namespace and the codec's (non-empty) text. */
 export const lockKey = (namespace: string, encoded: string): string =>
   `${namespace}:{${encoded.replace(/[%{}]/g, (c) => escapes[c]!)}}`
+
+// Companions of a lock key, all inside the same hash tag (so on the same Cluster slot). They exist
+// only while some process waits for the lock, and expire on their own.
+
+/** The waiters of a lock in arrival order (ZSET: waiter id -> first registration, server ms). */
+export const waitersKey = (lock: string): string => `${lock}:waiters`
+
+/** When each waiter's registration lapses (ZSET: waiter id -> expiry, server ms). */
+export const waitingUntilKey = (lock: string): string => `${lock}:waiting`
+
+/** The channel a release publishes on, naming the waiter whose turn it is. */
+export const wakeChannel = (lock: string): string => `${lock}:wake`

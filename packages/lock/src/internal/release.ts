@@ -14,34 +14,44 @@ export type ReleaseOutcome =
   | { readonly _tag: "NotOwner" }
   | { readonly _tag: "Failed"; readonly error: RedisError | undefined }
 
+const released: ReleaseOutcome = { _tag: "Released" }
+const notOwner: ReleaseOutcome = { _tag: "NotOwner" }
+
 /**
  * Releases within one second in all: a retryable failure (a failover's MOVED or READONLY, a dropped
  * connection) is retried with short backoff while the second lasts, each attempt bounded by what is
- * left of it.
+ * left of it. Uninterruptible: it runs from cleanup paths, and its bound keeps it short.
  */
 export const release = (
   backend: Backend,
   request: (timeoutMillis: number) => LeaseRequest
 ): Effect.Effect<ReleaseOutcome> =>
-  Effect.gen(function* () {
-    const deadline = (yield* nowMillis) + releaseTimeoutMillis
-    let lastError: RedisError | undefined
-    for (let attempt = 0; ; attempt++) {
-      const remaining = deadline - (yield* nowMillis)
-      if (remaining <= 0) return { _tag: "Failed", error: lastError } satisfies ReleaseOutcome
-      const result = yield* backend
-        .release({ ...request(remaining), acknowledge: false })
-        .pipe(Effect.timeoutOption(remaining), Effect.result)
-      if (result._tag === "Success") {
-        if (result.success._tag === "None") return { _tag: "Failed", error: lastError } satisfies ReleaseOutcome
-        return (result.success.value ? { _tag: "Released" } : { _tag: "NotOwner" }) satisfies ReleaseOutcome
+  Effect.uninterruptible(
+    Effect.flatMap(nowMillis, (start) => {
+      const deadline = start + releaseTimeoutMillis
+      let lastError: RedisError | undefined
+      const attempt = (n: number, now: number): Effect.Effect<ReleaseOutcome> => {
+        const remaining = deadline - now
+        if (remaining <= 0) return Effect.succeed({ _tag: "Failed", error: lastError })
+        return Effect.matchEffect(backend.release({ ...request(remaining), acknowledge: false }), {
+          onSuccess: (ok) => Effect.succeed(ok ? released : notOwner),
+          onFailure: (error) => {
+            lastError = error
+            if (!error.retryable) return Effect.succeed({ _tag: "Failed", error })
+            return Effect.flatMap(nowMillis, (after) =>
+              Effect.flatMap(nextDelay(retryPolicy, n, deadline - after), (delay) =>
+                Effect.andThen(
+                  Effect.sleep(delay),
+                  Effect.flatMap(nowMillis, (next) => attempt(n + 1, next))
+                )
+              )
+            )
+          }
+        })
       }
-      lastError = result.failure
-      if (!result.failure.retryable) return { _tag: "Failed", error: lastError } satisfies ReleaseOutcome
-      const left = deadline - (yield* nowMillis)
-      yield* Effect.sleep(yield* nextDelay(retryPolicy, attempt, left))
-    }
-  }).pipe(Effect.uninterruptible)
+      return attempt(0, start)
+    })
+  )
 
 /** A best-effort release for cleanup paths: logged at debug level, never failing. */
 export const releaseBounded = (

@@ -29,6 +29,12 @@ export const connect = (
 
 export const topology = (cluster: Cluster): Topology => ({
   description: "node-redis cluster",
+  publish: "SPUBLISH",
+  subscriber: () =>
+    Promise.resolve({
+      subscribe: (channel, listener) => cluster.sSubscribe(channel, listener),
+      unsubscribe: (channel) => cluster.sUnsubscribe(channel)
+    }),
   route: (key) =>
     Effect.suspend(() => {
       const slot = slotOf(key)

@@ -2,23 +2,80 @@
 import * as Effect from "effect/Effect"
 import type { AcquireReply } from "@sage/lock/LockBackend"
 import { RedisError } from "@sage/lock/LockError"
+import { classify } from "./classify.ts"
 import * as Scripts from "./scripts.ts"
 
 /** Sends one command with its own timeout in milliseconds. */
 export type Send = (args: ReadonlyArray<string>, timeoutMillis: number) => Effect.Effect<unknown, RedisError>
 
+/** What `sendWithin` needs of a node-redis client (a standalone client or a pooled connection). */
+export interface CommandClient {
+  sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
+}
+
+/** The failure of a command that got no reply within its time limit. */
+export const noReply = (command: string, timeoutMillis: number): RedisError =>
+  new RedisError({
+    command,
+    kind: "timeout",
+    code: "TIMEOUT",
+    reply: `no reply within ${Math.round(timeoutMillis)} ms`,
+    retryable: true,
+    mayHaveExecuted: true
+  })
+
+/**
+ * Sends one command and completes within `timeoutMillis` whatever the server does.
+ *
+ * node-redis's own `timeout` only drops a command that has not been written yet (a queued one while
+ * reconnecting); once written, it waits for the reply forever. So a plain timer bounds the wait for
+ * a written command, and the node-redis timeout still drops an unwritten one. A late reply is
+ * ignored. One timer per command, no fiber and no abort signal: this is on every lock call's path.
+ */
+export const sendWithin = (
+  client: CommandClient,
+  args: Array<string>,
+  timeoutMillis: number
+): Effect.Effect<unknown, RedisError> =>
+  Effect.callback<unknown, RedisError>((resume) => {
+    const millis = Math.max(1, Math.ceil(timeoutMillis))
+    let done = false
+    const timer = setTimeout(() => {
+      done = true
+      resume(Effect.fail(noReply(args[0] ?? "command", millis)))
+    }, millis)
+    client.sendCommand(args).then(
+      (reply) => {
+        if (done) return
+        done = true
+        clearTimeout(timer)
+        resume(Effect.succeed(reply))
+      },
+      (error: unknown) => {
+        if (done) return
+        done = true
+        clearTimeout(timer)
+        resume(Effect.fail(classify(args[0] ?? "command", error)))
+      }
+    )
+    return Effect.sync(() => {
+      done = true
+      clearTimeout(timer)
+    })
+  })
+
 /** Runs a lock script by SHA1, re-sending its source on NOSCRIPT (which also re-caches it). */
 export const runScript = (
   send: Send,
   script: Scripts.Script,
-  key: string,
+  keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>,
   timeoutMillis: number
 ): Effect.Effect<unknown, RedisError> =>
-  send(Scripts.evalArgs("EVALSHA", script, key, args), timeoutMillis).pipe(
+  send(Scripts.evalArgs("EVALSHA", script, keys, args), timeoutMillis).pipe(
     Effect.catchIf(
       (error) => error.code === "NOSCRIPT",
-      () => send(Scripts.evalArgs("EVAL", script, key, args), timeoutMillis)
+      () => send(Scripts.evalArgs("EVAL", script, keys, args), timeoutMillis)
     )
   )
 
@@ -31,6 +88,10 @@ export const unexpected = (command: string, reply: unknown): RedisError =>
     retryable: false,
     mayHaveExecuted: true
   })
+
+/** A retryable failure of the replicated checks (ROLE, WAIT): `NOT_MASTER`, `UNACKNOWLEDGED`. */
+export const replicatedFailure = (code: string, reply: string, mayHaveExecuted: boolean): RedisError =>
+  new RedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
 
 /** Reads the acquire script's reply: `{1}` acquired, `{0, pttl}` busy. */
 export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, RedisError> => {

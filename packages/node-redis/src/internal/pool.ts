@@ -14,6 +14,7 @@ import { RedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
+import { sendWithin } from "./commands.ts"
 
 type Client = ReturnType<typeof createClient>
 
@@ -158,10 +159,5 @@ export const make = (options: {
 
 const toConnection = (address: string, client: Client): Connection => ({
   address,
-  send: (args, timeoutMillis) =>
-    Effect.tryPromise({
-      try: (signal) =>
-        client.sendCommand([...args], { timeout: Math.max(1, Math.ceil(timeoutMillis)), abortSignal: signal }),
-      catch: (error) => classify(args[0] ?? "command", error)
-    })
+  send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
 })

@@ -9,11 +9,14 @@
 // that is not the master is reported as such.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Backend, LeaseRequest } from "@sage/lock/LockBackend"
+import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
+import type * as Scope from "effect/Scope"
 import { RedisError } from "@sage/lock/LockError"
-import { parseAcquire, runScript, type Send } from "./commands.ts"
+import { parseAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
+import { renewAll } from "./replicatedRenewal.ts"
 import * as Scripts from "./scripts.ts"
+import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 
 /** Where a key's master is, and how many replicas the client's view lists for it. */
 export interface Route {
@@ -29,10 +32,11 @@ export interface Topology {
   readonly isMaster: (key: string, address: string) => boolean
   /** Asks the client to re-read the topology after a redirect, a role change or a dead node. */
   readonly refresh: (key: string) => Effect.Effect<void>
+  /** How releases wake waiters: `SPUBLISH` on Cluster (the message stays on the key's shard). */
+  readonly publish: Scripts.Publish
+  /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
+  readonly subscriber: () => Promise<Subscriber>
 }
-
-const failure = (code: string, reply: string, mayHaveExecuted: boolean): RedisError =>
-  new RedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
 
 /** Errors after which the client's view of the topology is probably stale. */
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
@@ -55,7 +59,7 @@ const guardedWrite = <A>(
   pool: Pool,
   request: LeaseRequest,
   script: Scripts.Script,
-  args: ReadonlyArray<string>,
+  [keys, args]: readonly [ReadonlyArray<string>, ReadonlyArray<string>],
   interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], RedisError>,
   onNotMaster: (address: string) => Effect.Effect<A, RedisError>
 ): Effect.Effect<A, RedisError> =>
@@ -70,9 +74,7 @@ const guardedWrite = <A>(
       pool.use(address, budget, (connection) =>
         Effect.gen(function* () {
           if (asking) yield* connection.send(["ASKING"], yield* left)
-          const [value, outcome] = yield* interpret(
-            yield* runScript(connection.send, script, request.key, args, yield* left)
-          )
+          const [value, outcome] = yield* interpret(yield* runScript(connection.send, script, keys, args, yield* left))
           if (outcome === "no-write") return value
           return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
         })
@@ -117,40 +119,65 @@ const guardedWrite = <A>(
   })
 
 /** The lock backend over a replicated topology and its dedicated pool. */
-export const makeBackend = (topology: Topology, pool: Pool): Backend => ({
-  description: topology.description,
-  acquire: (request) =>
-    guardedWrite(
-      topology,
-      pool,
-      request,
-      Scripts.acquire,
-      [request.token, String(request.leaseMillis)],
-      (reply) =>
-        Effect.map(
-          parseAcquire(reply),
-          (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
-        ),
-      (address) => Effect.succeed({ _tag: "NotMaster", address } as const)
-    ),
-  renew: (request) =>
-    guardedWrite(
-      topology,
-      pool,
-      request,
-      Scripts.renew,
-      [request.token, String(request.leaseMillis)],
-      (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
-      (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
-    ),
-  release: (request) =>
-    guardedWrite(
-      topology,
-      pool,
-      { ...request, acknowledge: false },
-      Scripts.release,
-      [request.token],
-      (reply) => Effect.succeed([reply === 1, "no-write"] as const),
-      () => Effect.succeed(false)
-    )
-})
+export const makeBackend = (topology: Topology, pool: Pool): Effect.Effect<Backend, never, Scope.Scope> =>
+  Effect.map(
+    makeWakeups({
+      subscriber: topology.subscriber,
+      leave: (key, waiterId, timeoutMillis) =>
+        Effect.ignore(
+          guardedWrite(
+            topology,
+            pool,
+            { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false },
+            Scripts.leave,
+            Scripts.leaveCall(key, waiterId, topology.publish),
+            () => Effect.succeed([undefined, "no-write"] as const),
+            () => Effect.void
+          )
+        )
+    }),
+    (wakeups) => backendOver(topology, pool, wakeups)
+  )
+
+const backendOver = (topology: Topology, pool: Pool, wakeups: Wakeups): Backend => {
+  const backend: Backend = {
+    description: topology.description,
+    acquire: (request) =>
+      guardedWrite(
+        topology,
+        pool,
+        request,
+        Scripts.acquire,
+        Scripts.acquireCall(request),
+        (reply) =>
+          Effect.map(
+            parseAcquire(reply),
+            (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
+          ),
+        (address) => Effect.succeed({ _tag: "NotMaster", address } as const)
+      ),
+    renew: (request) =>
+      guardedWrite(
+        topology,
+        pool,
+        request,
+        Scripts.renew,
+        [[request.key], [request.token, String(request.leaseMillis)]],
+        (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
+        (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
+      ),
+    release: (request) =>
+      guardedWrite(
+        topology,
+        pool,
+        { ...request, acknowledge: false },
+        Scripts.release,
+        Scripts.releaseCall(request, topology.publish),
+        (reply) => Effect.succeed([reply === 1, "no-write"] as const),
+        () => Effect.succeed(false)
+      ),
+    renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request)),
+    wakeups
+  }
+  return backend
+}

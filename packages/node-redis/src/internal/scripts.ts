@@ -2,6 +2,7 @@
 // the script back into the server's cache (after a restart, a failover or `SCRIPT FLUSH`).
 import { createHash } from "node:crypto"
 import { LockScripts } from "@sage/lock"
+import type { LeaseRequest } from "@sage/lock/LockBackend"
 
 export interface Script {
   readonly name: string
@@ -19,12 +20,64 @@ export const acquire: Script = script("acquire", LockScripts.acquire)
 export const renew: Script = script("renew", LockScripts.renew)
 export const release: Script = script("release", LockScripts.release)
 
-export const all: ReadonlyArray<Script> = [acquire, renew, release]
+export const renewAll: Script = script("renewAll", LockScripts.renewAll)
+export const leave: Script = script("leave", LockScripts.leave)
 
-/** Arguments of `EVALSHA`/`EVAL` for a one-key script. */
+export const all: ReadonlyArray<Script> = [acquire, renew, release, renewAll, leave]
+
+/** Arguments of `EVALSHA`/`EVAL` for a script over `keys`. */
 export const evalArgs = (
   mode: "EVALSHA" | "EVAL",
   self: Script,
-  key: string,
+  keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>
-): Array<string> => [mode, mode === "EVALSHA" ? self.sha1 : self.lua, "1", key, ...args]
+): Array<string> => [mode, mode === "EVALSHA" ? self.sha1 : self.lua, String(keys.length), ...keys, ...args]
+
+/** The publish command releases use to wake a waiter: sharded on Cluster, plain elsewhere. */
+export type Publish = "PUBLISH" | "SPUBLISH"
+
+/** `KEYS` and `ARGV` of the acquire script for a request. */
+export const acquireCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  LockScripts.keysOf(request.key),
+  [request.token, String(request.leaseMillis), request.waiter?.id ?? "", String(request.waiter?.ttlMillis ?? 0)]
+]
+
+/**
+ * How long a woken waiter has to claim a released lock before the line moves past it: a live one
+ * claims within a round trip; a dead one holds up the others for this long at most.
+ */
+export const claimMillis = 500
+
+/** `KEYS` and `ARGV` of the release script for a request. */
+export const releaseCall = (
+  request: LeaseRequest,
+  publish: Publish
+): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  LockScripts.keysOf(request.key),
+  [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
+]
+
+/** `KEYS` and `ARGV` of the leave script. */
+export const leaveCall = (
+  key: string,
+  waiterId: string,
+  publish: Publish
+): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  LockScripts.keysOf(key),
+  [waiterId, LockScripts.wakeChannel(key), publish, String(claimMillis)]
+]
+
+/** Arguments of `EVALSHA`/`EVAL` for the many-key `renewAll` script. */
+export const renewAllArgs = (
+  mode: "EVALSHA" | "EVAL",
+  keys: ReadonlyArray<string>,
+  tokens: ReadonlyArray<string>,
+  leaseMillis: number
+): Array<string> => [
+  mode,
+  mode === "EVALSHA" ? renewAll.sha1 : renewAll.lua,
+  String(keys.length),
+  ...keys,
+  ...tokens,
+  String(leaseMillis)
+]

@@ -36,6 +36,12 @@ export const connect = (
 
 export const topology = (sentinel: Sentinel, name: string): Topology => ({
   description: "node-redis sentinel",
+  publish: "PUBLISH",
+  subscriber: () =>
+    Promise.resolve({
+      subscribe: (channel, listener) => sentinel.subscribe(channel, listener),
+      unsubscribe: (channel) => sentinel.unsubscribe(channel)
+    }),
   route: () =>
     Effect.suspend(() => {
       const master = sentinel.getMasterNode()

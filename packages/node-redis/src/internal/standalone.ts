@@ -3,12 +3,13 @@
 // as long as the layer, reconnects with a short capped backoff, and never throws socket errors.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { Backend } from "@sage/lock/LockBackend"
+import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { RedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
-import { parseAcquire, runScript, type Send } from "./commands.ts"
+import { parseAcquire, runScript, type Send, sendWithin, unexpected } from "./commands.ts"
 import * as Scripts from "./scripts.ts"
+import * as Wakeups from "./wakeups.ts"
 
 type Client = ReturnType<typeof createClient>
 
@@ -74,42 +75,90 @@ export const connect = (
     )
   })
 
-/** The backend over a connected standalone client: every operation is one script on the shared connection. */
-export const fromClient = (client: Client, description: string): Backend => {
-  const send: Send = (args, timeoutMillis) =>
-    Effect.tryPromise({
-      try: (signal) =>
-        client.sendCommand([...args], { timeout: Math.max(1, Math.ceil(timeoutMillis)), abortSignal: signal }),
-      catch: (error) => classify(args[0] ?? "command", error)
+/** At most this many leases go into one `renewAll` script: a long script blocks the server. */
+export const renewChunk = 500
+
+/**
+ * The backend over a connected standalone client: every operation is one script on the shared
+ * connection; wake-ups use one more connection, a subscriber opened the first time a lock is waited
+ * for, and closed with the scope.
+ */
+export const fromClient = (client: Client, description: string): Effect.Effect<Backend, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const send: Send = (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
+    let subscriber: Client | undefined
+    yield* Effect.addFinalizer(() =>
+      subscriber === undefined
+        ? Effect.void
+        : Effect.promise(() => subscriber!.close()).pipe(
+            Effect.timeoutOption(1_000),
+            Effect.ensuring(Effect.sync(() => subscriber?.isOpen && subscriber.destroy())),
+            Effect.ignore
+          )
+    )
+    const wakeups = yield* Wakeups.make({
+      subscriber: async () => {
+        const duplicate = client.duplicate()
+        duplicate.on("error", () => {})
+        subscriber = duplicate
+        await duplicate.connect()
+        return {
+          subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
+          unsubscribe: (channel) => duplicate.unsubscribe(channel)
+        }
+      },
+      leave: (key, waiterId, timeoutMillis) =>
+        Effect.ignore(runScript(send, Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis))
     })
-  return {
-    description,
-    acquire: (request) =>
-      Effect.flatMap(
-        runScript(
-          send,
-          Scripts.acquire,
-          request.key,
-          [request.token, String(request.leaseMillis)],
-          request.timeoutMillis
+    const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
+      const first = requests[0]!
+      const keys = requests.map((request) => request.key)
+      const tokens = requests.map((request) => request.token)
+      return send(Scripts.renewAllArgs("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
+        Effect.catchIf(
+          (error) => error.code === "NOSCRIPT",
+          () => send(Scripts.renewAllArgs("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
         ),
-        parseAcquire
-      ),
-    renew: (request) =>
-      Effect.map(
-        runScript(
-          send,
-          Scripts.renew,
-          request.key,
-          [request.token, String(request.leaseMillis)],
-          request.timeoutMillis
-        ),
-        (reply) => reply === 1
-      ),
-    release: (request) =>
-      Effect.map(
-        runScript(send, Scripts.release, request.key, [request.token], request.timeoutMillis),
-        (reply) => reply === 1
+        Effect.match({
+          onFailure: (error): ReadonlyArray<RenewReply> => requests.map(() => error),
+          onSuccess: (reply): ReadonlyArray<RenewReply> =>
+            Array.isArray(reply) && reply.length === requests.length
+              ? reply.map((one) => one === 1)
+              : requests.map(() => unexpected("renewAll", reply))
+        })
       )
-  }
-}
+    }
+    return {
+      description,
+      acquire: (request) =>
+        Effect.flatMap(
+          runScript(send, Scripts.acquire, ...Scripts.acquireCall(request), request.timeoutMillis),
+          parseAcquire
+        ),
+      renew: (request) =>
+        Effect.map(
+          runScript(
+            send,
+            Scripts.renew,
+            [request.key],
+            [request.token, String(request.leaseMillis)],
+            request.timeoutMillis
+          ),
+          (reply) => reply === 1
+        ),
+      renewAll: (requests) => {
+        if (requests.length === 0) return Effect.succeed([])
+        const chunks: Array<ReadonlyArray<LeaseRequest>> = []
+        for (let i = 0; i < requests.length; i += renewChunk) chunks.push(requests.slice(i, i + renewChunk))
+        return Effect.map(Effect.forEach(chunks, renewChunkOf, { concurrency: "unbounded" }), (replies) =>
+          replies.flat()
+        )
+      },
+      release: (request) =>
+        Effect.map(
+          runScript(send, Scripts.release, ...Scripts.releaseCall(request, "PUBLISH"), request.timeoutMillis),
+          (reply) => reply === 1
+        ),
+      wakeups
+    } satisfies Backend
+  })

@@ -1,0 +1,165 @@
+// The machinery of one locked call: key encoding, the token, acquisition, the body raced against
+// loss, and the release. `Lock.ts` is the public face; everything a call does lives here.
+//
+// Cost matters here: this runs for every `withLock`. The body runs in one child fiber (so that loss
+// can interrupt it without interrupting the caller); renewal is the client's shared scheduler
+// (`renewals.ts`), not a fiber or timer per lock; the backend keeps its own time limits, so no call
+// is wrapped in a racing timer; metrics are pre-bound to their attributes; spans capture no stack.
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import type * as KeyCodec from "../KeyCodec.ts"
+import type { Backend, LeaseRequest } from "../LockBackend.ts"
+import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
+import { acquire, type AcquireOutcome } from "./acquire.ts"
+import { lockKey } from "./keys.ts"
+import type * as LocalQueue from "./localQueue.ts"
+import type * as Metrics from "./metrics.ts"
+import { release } from "./release.ts"
+import type * as Renewals from "./renewals.ts"
+import { invalid, type Settings } from "./settings.ts"
+import { nowMillis } from "./time.ts"
+
+/** What every call of one lock client shares. */
+export interface Client {
+  readonly backend: Backend
+  readonly settings: Settings
+  readonly renewals: Renewals.Renewals
+  readonly queue: LocalQueue.LocalQueue
+  readonly metrics: Metrics.ClientMetrics
+  /** This client's id in the servers' waiter queues (one contender per client and key). */
+  readonly waiterId: string
+}
+
+export const newToken = (): string => globalThis.crypto.randomUUID()
+
+export const encodeKey = <K>(
+  codec: KeyCodec.KeyCodec<K>,
+  namespace: string,
+  key: K
+): Effect.Effect<string, InvalidArgument> => {
+  let encoded: Result.Result<string, string>
+  try {
+    encoded = codec.encode(key)
+  } catch (cause) {
+    encoded = Result.fail(`the ${codec.name} codec threw: ${String(cause)}`)
+  }
+  return Result.isSuccess(encoded)
+    ? Effect.succeed(lockKey(namespace, encoded.success))
+    : Effect.fail(invalid("key", key, encoded.failure))
+}
+
+export interface Call {
+  readonly key: string
+  /** Monotonic ms when the caller called. */
+  readonly startedAt: number
+  readonly deadline: number
+  readonly mode: "wait" | "try"
+  /** The caller waited behind another fiber of this client for the key's turn. */
+  readonly waitedBehind: boolean
+}
+
+/**
+ * Acquire (inside the caller's interruptibility), run the body while the lease is renewed, then
+ * release uninterruptibly whatever happened. Returns `None` only when `try` found the lock busy.
+ */
+export const runLocked = <A, E, R>(
+  client: Client,
+  call: Call,
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<Option.Option<A>, E | LockError, R> =>
+  Effect.uninterruptibleMask((restore) => {
+    const { backend, settings, metrics } = client
+    const { key } = call
+    const token = newToken()
+    const acquisition = Effect.onExit(
+      acquire({
+        backend,
+        settings,
+        key,
+        token,
+        startedAt: call.startedAt,
+        deadline: call.deadline,
+        mode: call.mode,
+        waitedBehind: call.waitedBehind,
+        waiterId: client.waiterId,
+        hasSuccessor: () => client.queue.hasWaiters(key)
+      }),
+      (exit) => Effect.flatMap(nowMillis, (end) => metrics.acquisition(exit, call.startedAt, end))
+    )
+    const request = (timeoutMillis: number): LeaseRequest => ({
+      key,
+      token,
+      leaseMillis: settings.leaseMillis,
+      timeoutMillis,
+      acknowledge: false
+    })
+
+    const hold = (sentAt: number): Effect.Effect<Option.Option<A>, E | LockError, R> => {
+      let lost: LockLost | undefined
+      let fiber: Fiber.Fiber<A, E> | undefined
+      const onLost = (error: LockLost): void => {
+        lost = error
+        fiber?.interruptUnsafe()
+      }
+      return Effect.flatMap(client.renewals.register(key, token, sentAt, onLost), (renewal) =>
+        Effect.flatMap(Effect.forkChild(body, { startImmediately: true }), (forked) => {
+          fiber = forked
+          if (lost !== undefined) forked.interruptUnsafe()
+          const done = forked.pollUnsafe()
+          const joined: Effect.Effect<Exit.Exit<A, E>> =
+            done !== undefined
+              ? Effect.succeed(done)
+              : Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
+                  // Interrupted while the body ran: stop the body and wait for its finalizers.
+                  Exit.isSuccess(awaited)
+                    ? Effect.succeed(awaited.value)
+                    : Effect.as(Fiber.interrupt(forked), Exit.failCause(awaited.cause))
+                )
+          return Effect.flatMap(joined, (bodyExit) => {
+            client.renewals.unregister(renewal)
+            const exit: Exit.Exit<A, E | LockLost> =
+              lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
+                ? Exit.fail(lost)
+                : bodyExit
+            return Effect.andThen(metrics.run(exit), finish(exit))
+          })
+        })
+      )
+    }
+
+    const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<Option.Option<A>, E | LockError> =>
+      Effect.flatMap(release(backend, request), (released) => {
+        // The body's own failure or interruption (or LockLost from renewal) always wins over release.
+        if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
+        if (released._tag === "NotOwner") {
+          return Effect.andThen(
+            metrics.lost("release"),
+            Effect.fail(
+              new LockLost({
+                key,
+                namespace: settings.namespace,
+                phase: "release",
+                reason: "ownership",
+                bodyCompleted: true
+              })
+            )
+          )
+        }
+        if (released._tag === "Failed") {
+          const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
+          return Effect.as(
+            released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error),
+            Option.some(exit.value)
+          )
+        }
+        return Effect.succeed(Option.some(exit.value))
+      })
+
+    return Effect.flatMap(restore(acquisition), (outcome: AcquireOutcome) =>
+      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt)
+    )
+  })

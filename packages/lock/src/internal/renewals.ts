@@ -1,0 +1,252 @@
+// Batched renewal: one scheduler per lock client renews every lease the client holds.
+//
+// A fiber and a timer per held lock cost too much at thousands of locks, and one round trip per lock
+// per tick floods the server. Instead each client keeps its held leases in one set and a single
+// fiber (started when the first lease registers, ended when the last leaves) wakes when the next
+// lease is due, and renews every lease due within a short window together: the backend sends them
+// in one round trip per node (`renewAll`). Renewing a lease a little early is always safe.
+//
+// The per-lease rules are those of a lone lease: a renewal is due a third of a lease after the last
+// successful request was *sent*; the usable lease is counted from that send time, so a slow reply
+// shortens it and never stretches it. The scheduler wakes at each lease's end of validity too, so a
+// batch that never returns loses each lease exactly when its usable lease is spent, and a reply that
+// arrives after that instant loses that lease only. A temporary failure is retried with short
+// backoff while the lease's usable time lasts. Loss is reported through the lease's `onLost`, which
+// interrupts its body; if the scheduler itself ever stops with leases still registered, every one of
+// them is lost rather than silently left unrenewed.
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type { Backend, LeaseRequest, RenewReply } from "../LockBackend.ts"
+import { LockLost, type RedisError } from "../LockError.ts"
+import { type BackoffPolicy, nextDelay } from "./backoff.ts"
+import { moreInformative, noReply } from "./failures.ts"
+import type { Settings } from "./settings.ts"
+import { nowMillis } from "./time.ts"
+
+/** One held lease, as the scheduler tracks it. */
+export interface Renewal {
+  readonly key: string
+  readonly token: string
+  /** Monotonic time (ms) from which the lease can no longer be relied on. */
+  validUntil: number
+  /** When the next renewal should be sent. */
+  nextAt: number
+  failures: number
+  inFlight: boolean
+  lastError: RedisError | undefined
+  /** False once unregistered or lost: late replies for it are ignored. */
+  active: boolean
+  readonly onLost: (error: LockLost) => void
+}
+
+export interface Renewals {
+  /** Starts renewing a lease acquired with a request sent at `sentAt`. */
+  readonly register: (
+    key: string,
+    token: string,
+    sentAt: number,
+    onLost: (error: LockLost) => void
+  ) => Effect.Effect<Renewal>
+  /** Stops renewing (the body ended). Idempotent. */
+  readonly unregister: (renewal: Renewal) => void
+  /** How many leases are being renewed (tests and metrics). */
+  readonly size: () => number
+}
+
+const retryPolicy = (settings: Settings): BackoffPolicy => ({
+  baseMillis: Math.min(25, settings.leaseMillis / 20),
+  capMillis: Math.max(5, settings.leaseMillis / 6)
+})
+
+export const make = (backend: Backend, settings: Settings): Renewals => {
+  const leases = new Set<Renewal>()
+  const policy = retryPolicy(settings)
+  // Leases due within this window of the earliest one are renewed in the same batch.
+  const window = Math.floor(settings.renewEveryMillis / 4)
+  let running = false
+  let sleepingUntil = Infinity
+  let wake: Deferred.Deferred<void> | undefined
+
+  // Wakes the sleeping loop when something needs it before it planned to wake. A renewal due only
+  // slightly earlier (within the batching window) waits for the planned wake-up: renewing a little
+  // late still leaves more than half a lease of margin, and it keeps a burst of new leases from
+  // waking the loop once each.
+  const signal = (renewAt: number, validUntil: number): void => {
+    if (wake !== undefined && (renewAt + window < sleepingUntil || validUntil < sleepingUntil)) {
+      Deferred.doneUnsafe(wake, Exit.void)
+    }
+  }
+
+  const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: RedisError): void => {
+    if (!renewal.active) return
+    renewal.active = false
+    leases.delete(renewal)
+    renewal.onLost(
+      new LockLost({
+        key: renewal.key,
+        namespace: settings.namespace,
+        phase: "renew",
+        reason,
+        bodyCompleted: false,
+        ...(cause === undefined ? {} : { cause })
+      })
+    )
+  }
+
+  const renewBatch = (
+    batch: ReadonlyArray<Renewal>,
+    timeoutMillis: number
+  ): Effect.Effect<ReadonlyArray<RenewReply>> => {
+    const requests = batch.map((renewal): LeaseRequest => ({
+      key: renewal.key,
+      token: renewal.token,
+      leaseMillis: settings.leaseMillis,
+      timeoutMillis,
+      acknowledge: settings.replicaAcknowledgement
+    }))
+    if (backend.renewAll !== undefined) return backend.renewAll(requests)
+    return Effect.forEach(
+      requests,
+      (request) => Effect.match(backend.renew(request), { onFailure: (error) => error, onSuccess: (ok) => ok }),
+      { concurrency: "unbounded" }
+    )
+  }
+
+  const settle = (renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number) =>
+    Effect.suspend(() => {
+      if (!renewal.active) return Effect.void
+      renewal.inFlight = false
+      if (receivedAt >= renewal.validUntil) {
+        lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
+        return Effect.void
+      }
+      if (reply === true) {
+        renewal.validUntil = sentAt + settings.usableLeaseMillis
+        renewal.nextAt = sentAt + settings.renewEveryMillis
+        renewal.failures = 0
+        renewal.lastError = undefined
+        return Effect.void
+      }
+      if (reply === false) {
+        lose(renewal, "ownership")
+        return Effect.void
+      }
+      const error = reply ?? noReply("renew", receivedAt - sentAt)
+      if (!error.retryable) {
+        lose(renewal, "failed", error)
+        return Effect.void
+      }
+      renewal.lastError = moreInformative(renewal.lastError, error)
+      return Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
+        renewal.nextAt = receivedAt + delay
+      })
+    })
+
+  const send = (batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> => {
+    let longest = 0
+    for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
+    return Effect.flatMap(renewBatch(batch, longest), (replies) =>
+      Effect.flatMap(nowMillis, (receivedAt) =>
+        Effect.andThen(
+          Effect.forEach(batch, (renewal, i) => settle(renewal, replies[i], sentAt, receivedAt), { discard: true }),
+          Effect.sync(() => signal(-Infinity, -Infinity))
+        )
+      )
+    )
+  }
+
+  // The loop lingers for one renewal period after the last lease leaves, so that a client taking
+  // locks one after another does not start a fiber per lock.
+  const loop: Effect.Effect<void> = Effect.gen(function* () {
+    let idleSince: number | undefined
+    while (true) {
+      const now = yield* nowMillis
+      let wakeAt = Infinity
+      let due = Infinity
+      for (const renewal of leases) {
+        if (now >= renewal.validUntil) {
+          lose(renewal, "expired", renewal.lastError ?? noReply("renew", settings.usableLeaseMillis))
+          continue
+        }
+        wakeAt = Math.min(wakeAt, renewal.validUntil)
+        if (!renewal.inFlight) due = Math.min(due, renewal.nextAt)
+      }
+      if (due <= now) {
+        const batch: Array<Renewal> = []
+        for (const renewal of leases) {
+          if (!renewal.inFlight && renewal.nextAt <= now + window) {
+            renewal.inFlight = true
+            batch.push(renewal)
+          }
+        }
+        yield* Effect.forkChild(send(batch, now), { startImmediately: true })
+        continue
+      }
+      if (leases.size === 0) {
+        idleSince ??= now
+        if (now - idleSince >= settings.renewEveryMillis) return
+        wakeAt = idleSince + settings.renewEveryMillis
+      } else {
+        idleSince = undefined
+      }
+      wakeAt = Math.min(wakeAt, due)
+      sleepingUntil = wakeAt
+      wake = Deferred.makeUnsafe<void>()
+      yield* Deferred.await(wake).pipe(Effect.timeoutOption(wakeAt - now))
+      sleepingUntil = Infinity
+      wake = undefined
+      // Let every fiber already scheduled (replies, new leases) run first: one scan serves them all.
+      yield* Effect.yieldNow
+    }
+  })
+
+  const start: Effect.Effect<void> = Effect.suspend(() => {
+    if (running) return Effect.void
+    running = true
+    return Effect.asVoid(
+      Effect.forkDetach(
+        loop.pipe(
+          Effect.onExit((exit) =>
+            Effect.suspend(() => {
+              running = false
+              sleepingUntil = Infinity
+              wake = undefined
+              if (leases.size === 0) return Effect.void
+              // A lease registered while the loop was ending: carry on. If the loop was stopped
+              // (interrupted, or a defect), never leave a lease unrenewed and unreported.
+              if (Exit.isSuccess(exit)) return start
+              for (const renewal of leases) lose(renewal, "failed")
+              return Effect.void
+            })
+          )
+        )
+      )
+    )
+  })
+
+  return {
+    register: (key, token, sentAt, onLost) =>
+      Effect.suspend(() => {
+        const renewal: Renewal = {
+          key,
+          token,
+          validUntil: sentAt + settings.usableLeaseMillis,
+          nextAt: sentAt + settings.renewEveryMillis,
+          failures: 0,
+          inFlight: false,
+          lastError: undefined,
+          active: true,
+          onLost
+        }
+        leases.add(renewal)
+        signal(renewal.nextAt, renewal.validUntil)
+        return Effect.as(start, renewal)
+      }),
+    unregister: (renewal) => {
+      renewal.active = false
+      leases.delete(renewal)
+    },
+    size: () => leases.size
+  }
+}

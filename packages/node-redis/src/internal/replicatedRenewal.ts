@@ -1,0 +1,140 @@
+// Batched renewal on replicated deployments (Sentinel, Cluster): one dedicated connection per master
+// per batch, carrying every renewal for that master as one pipeline, then one `ROLE` and (with
+// acknowledgement) one `WAIT` for all of them. `WAIT` counts the writes made on its connection, so
+// one `WAIT` after the pipeline covers every renewal in it.
+//
+// The checks are those of a single renewal (`replicated.ts`): a renewal only counts when the node
+// still calls itself master, the client's view agrees, and the replicas confirmed it. A renewal that
+// meets a redirect (`MOVED`, `ASK`: a slot migrating) is retried on its own through the single-key
+// path, which follows `ASK`.
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
+import type { RedisError } from "@sage/lock/LockError"
+import { replicatedFailure as failure, runScript } from "./commands.ts"
+import type { Pool } from "./pool.ts"
+import type { Route, Topology } from "./replicated.ts"
+import * as Scripts from "./scripts.ts"
+
+// Budgets are local durations: the monotonic clock, never the wall clock.
+const nowMillis: Effect.Effect<number> = Clock.clockWith((clock) =>
+  Effect.sync(() => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n))
+)
+
+interface Group {
+  readonly route: Route
+  readonly indexes: Array<number>
+}
+
+/** Renews `requests` (sharing one timeout and acknowledgement) with one round trip per master. */
+export const renewAll = (
+  topology: Topology,
+  pool: Pool,
+  requests: ReadonlyArray<LeaseRequest>,
+  renewOne: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+): Effect.Effect<ReadonlyArray<RenewReply>> =>
+  Effect.gen(function* () {
+    const replies: Array<RenewReply> = Array.from({ length: requests.length }, () => false)
+    const groups = new Map<string, Group>()
+    for (let i = 0; i < requests.length; i++) {
+      const routed = yield* Effect.result(topology.route(requests[i]!.key))
+      if (routed._tag === "Failure") {
+        replies[i] = routed.failure
+        continue
+      }
+      const group = groups.get(routed.success.address)
+      if (group === undefined) groups.set(routed.success.address, { route: routed.success, indexes: [i] })
+      else group.indexes.push(i)
+    }
+    const first = requests[0]
+    if (first === undefined) return replies
+    const budget = first.timeoutMillis - Math.max(10, first.timeoutMillis * 0.2)
+    yield* Effect.forEach(
+      groups.values(),
+      (group) =>
+        renewOnNode(topology, pool, group, requests, budget).pipe(
+          Effect.match({
+            onFailure: (error) => {
+              for (const i of group.indexes) replies[i] = error
+            },
+            onSuccess: (results) => {
+              group.indexes.forEach((i, n) => (replies[i] = results[n]!))
+            }
+          })
+        ),
+      { concurrency: "unbounded", discard: true }
+    )
+    // Redirected renewals go through the single-key path, which follows ASK and refreshes the view.
+    yield* Effect.forEach(
+      replies.flatMap((reply, i) =>
+        typeof reply !== "boolean" && (reply.code === "ASK" || reply.code === "MOVED") ? [i] : []
+      ),
+      (i) =>
+        Effect.match(renewOne(requests[i]!), {
+          onFailure: (error) => (replies[i] = error),
+          onSuccess: (ok) => (replies[i] = ok)
+        }),
+      { concurrency: "unbounded", discard: true }
+    )
+    return replies
+  })
+
+const renewOnNode = (
+  topology: Topology,
+  pool: Pool,
+  group: Group,
+  requests: ReadonlyArray<LeaseRequest>,
+  budget: number
+): Effect.Effect<ReadonlyArray<RenewReply>, RedisError> =>
+  Effect.gen(function* () {
+    const start = yield* nowMillis
+    const left = Effect.map(nowMillis, (now) => budget - (now - start))
+    const acknowledge = requests[group.indexes[0]!]!.acknowledge
+    return yield* pool.use(group.route.address, budget, (connection) =>
+      Effect.gen(function* () {
+        const timeout = yield* left
+        // Sent concurrently on one connection: node-redis writes them as one pipeline.
+        const results: Array<RenewReply> = yield* Effect.forEach(
+          group.indexes,
+          (i) => {
+            const request = requests[i]!
+            return Effect.match(
+              runScript(
+                connection.send,
+                Scripts.renew,
+                [request.key],
+                [request.token, String(request.leaseMillis)],
+                timeout
+              ),
+              { onFailure: (error): RenewReply => error, onSuccess: (reply): RenewReply => reply === 1 }
+            )
+          },
+          { concurrency: "unbounded" }
+        )
+        if (!results.some((reply) => reply === true)) return results
+        const wrote = (replace: RedisError) => results.map((reply) => (reply === true ? replace : reply))
+        const role = yield* connection.send(["ROLE"], yield* left)
+        const isMaster = Array.isArray(role) && role[0] === "master"
+        if (!isMaster || group.indexes.some((i) => !topology.isMaster(requests[i]!.key, connection.address))) {
+          yield* topology.refresh(requests[group.indexes[0]!]!.key)
+          return wrote(failure("NOT_MASTER", `${connection.address} is not the master for these keys`, true))
+        }
+        if (!acknowledge) return results
+        const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+        const wanted = Math.max(1, Math.min(group.route.replicas, connected))
+        const waitMillis = Math.floor(yield* left)
+        if (waitMillis < 1) return wrote(failure("UNACKNOWLEDGED", "no time left to wait for replicas", true))
+        const acks = yield* connection.send(["WAIT", String(wanted), String(waitMillis)], waitMillis + 100)
+        if (typeof acks !== "number" || acks < wanted) {
+          return wrote(
+            failure(
+              "UNACKNOWLEDGED",
+              `${String(acks)} of ${wanted} replica(s) acknowledged within ${waitMillis} ms`,
+              true
+            )
+          )
+        }
+        return results
+      })
+    )
+  })

@@ -1,0 +1,131 @@
+// Cross-process wake-up for waiters: one subscriber connection per backend (node-redis keeps one per
+// shard on Cluster), shared by every waiter of every lock client over it.
+//
+// A waiter subscribes to its lock's wake channel the first time it waits for that lock; the
+// subscription stays while the channel is in use and is dropped after a minute of disuse, so a hot
+// key does not pay SUBSCRIBE/UNSUBSCRIBE per wait. A release publishes the id of the waiter whose
+// turn it is; only that waiter is resumed (every other process ignores the message), so one release
+// sends one waiter to the server. node-redis resubscribes after a reconnect or failover (and follows
+// slot moves on Cluster); any message lost meanwhile only costs the waiter its retry delay.
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type { Wakeups } from "@sage/lock/LockBackend"
+import { LockScripts } from "@sage/lock"
+
+/** How a backend subscribes: plain channels (standalone, Sentinel) or sharded ones (Cluster). */
+export interface Subscriber {
+  readonly subscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
+  readonly unsubscribe: (channel: string) => Promise<unknown>
+}
+
+interface Channel {
+  /** Resumers of the fibers waiting on this channel, by waiter id. */
+  readonly waiting: Map<string, Set<() => void>>
+  /** Settles when the subscription is in place (or failed: then messages just never come). */
+  readonly ready: Promise<void>
+  lastUsed: number
+}
+
+/** Subscriptions unused for this long are dropped. */
+const idleMillis = 60_000
+
+export const make = (options: {
+  /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
+  readonly subscriber: () => Promise<Subscriber>
+  readonly leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
+}): Effect.Effect<Wakeups, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const channels = new Map<string, Channel>()
+    let connected: Promise<Subscriber> | undefined
+    const subscriber = (): Promise<Subscriber> => {
+      connected ??= options.subscriber().catch((error: unknown) => {
+        connected = undefined
+        throw error
+      })
+      return connected
+    }
+
+    const onMessage = (channel: string) => (message: string) => {
+      const resumers = channels.get(channel)?.waiting.get(message)
+      if (resumers === undefined) return
+      for (const resume of resumers) resume()
+    }
+
+    const open = (channel: string): Channel => {
+      const entry: Channel = {
+        waiting: new Map(),
+        ready: subscriber()
+          .then((sub) => sub.subscribe(channel, onMessage(channel)))
+          .then(
+            () => undefined,
+            () => {
+              // Not subscribed: forget it, so the next wait tries again.
+              if (channels.get(channel) === entry) channels.delete(channel)
+            }
+          ),
+        lastUsed: performance.now()
+      }
+      channels.set(channel, entry)
+      return entry
+    }
+
+    // Drop subscriptions nobody used for a while.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.andThen(
+          Effect.sleep(idleMillis / 2),
+          Effect.sync(() => {
+            const cutoff = performance.now() - idleMillis
+            for (const [channel, entry] of channels) {
+              if (entry.waiting.size > 0 || entry.lastUsed > cutoff) continue
+              channels.delete(channel)
+              void subscriber()
+                .then((sub) => sub.unsubscribe(channel))
+                .catch(() => undefined)
+            }
+          })
+        )
+      )
+    )
+
+    const awaitWake = (key: string, waiterId: string, millis: number): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        const channel = LockScripts.wakeChannel(key)
+        const existing = channels.get(channel)
+        if (existing === undefined) {
+          // A fresh subscription may have missed a release: once it is in place, retry at once.
+          const entry = open(channel)
+          return Effect.promise(() => entry.ready).pipe(
+            Effect.timeoutOption(Math.max(1, millis)),
+            Effect.map((done) => done._tag === "Some")
+          )
+        }
+        existing.lastUsed = performance.now()
+        let woken = false
+        let resumers = existing.waiting.get(waiterId)
+        if (resumers === undefined) {
+          resumers = new Set()
+          existing.waiting.set(waiterId, resumers)
+        }
+        const set = resumers
+        let resumeFiber: (() => void) | undefined
+        return Effect.callback<void>((resume) => {
+          resumeFiber = () => {
+            woken = true
+            resume(Effect.void)
+          }
+          set.add(resumeFiber)
+        }).pipe(
+          Effect.timeoutOption(Math.max(1, millis)),
+          Effect.ensuring(
+            Effect.sync(() => {
+              if (resumeFiber !== undefined) set.delete(resumeFiber)
+              if (set.size === 0) existing.waiting.delete(waiterId)
+            })
+          ),
+          Effect.map(() => woken)
+        )
+      })
+
+    return { await: awaitWake, leave: options.leave } satisfies Wakeups
+  })

@@ -1,0 +1,70 @@
+// Wake-up on replicated deployments: on Sentinel the subscriber follows the master through a
+// failover; on Cluster each lock's wake-up travels on its own shard (SPUBLISH/SSUBSCRIBE), whichever
+// master its slot lives on.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import type { Lock } from "@sage/lock"
+import { ClusterTopology, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import { clientOver, handoff, median, show } from "./wakeup.ts"
+
+/** Handoffs between two clients, alternating who holds: their median in ms, and all of them. */
+const handoffs = (
+  nodeFor: Parameters<typeof handoff>[0],
+  a: Lock.LockClient<string>,
+  b: Lock.LockClient<string>,
+  keys: ReadonlyArray<string>
+) =>
+  Effect.gen(function* () {
+    const gaps: Array<number> = []
+    for (const [i, key] of keys.entries()) gaps.push(yield* handoff(nodeFor, i % 2 ? a : b, i % 2 ? b : a, key))
+    return { median: median(gaps), all: show(gaps) }
+  })
+
+for (const flavor of ServerBinary.flavorsUnderTest()) {
+  describe(`wake-up on ${flavor} (sentinel)`, () => {
+    it.live("a release wakes a waiter of another process, before and after a failover", () =>
+      Effect.gen(function* () {
+        const topology = yield* SentinelTopology.start({ flavor })
+        const backend = () =>
+          NodeRedisBackend.makeSentinel({ name: topology.masterName, sentinels: topology.sentinelNodes })
+        const a = yield* Effect.flatMap(backend(), clientOver)
+        const b = yield* Effect.flatMap(backend(), clientOver)
+        const onMaster = () => topology.master()
+        const before = yield* handoffs(onMaster, a, b, ["s", "s", "s", "s", "s"])
+        assert.isBelow(before.median, 100, `before the failover: ${before.all}`)
+        yield* SentinelTopology.failover(topology)
+        // Let both clients see the new master (their first calls may still be redirected).
+        yield* handoffs(onMaster, a, b, ["s", "s"]).pipe(Effect.ignore)
+        const after = yield* handoffs(onMaster, a, b, ["s", "s", "s", "s", "s"])
+        assert.isBelow(after.median, 100, `after the failover: ${after.all}`)
+      })
+    )
+  })
+
+  describe(`wake-up on ${flavor} (cluster)`, () => {
+    it.live("each lock's wake-up reaches its waiter on its own shard, across slots and masters", () =>
+      Effect.gen(function* () {
+        const topology = yield* ClusterTopology.start({ flavor })
+        const backend = () =>
+          NodeRedisBackend.makeCluster({
+            rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+          })
+        const a = yield* Effect.flatMap(backend(), clientOver)
+        const b = yield* Effect.flatMap(backend(), clientOver)
+        // Keys on every master: pick them by slot owner.
+        const keys: Array<string> = []
+        const masters = new Set<number>()
+        for (let i = 0; keys.length < 9 && i < 1000; i++) {
+          const master = yield* topology.masterFor(`wake:{c${i}}`)
+          if (masters.size < 3 && masters.has(master.port)) continue
+          masters.add(master.port)
+          keys.push(`c${i}`)
+        }
+        assert.strictEqual(masters.size, 3, "keys on all three masters")
+        const result = yield* handoffs((lockKey) => topology.masterFor(lockKey), a, b, keys)
+        assert.isBelow(result.median, 100, `handoff ms: ${result.all}`)
+      })
+    )
+  })
+}
