@@ -106,11 +106,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const server = yield* RedisServer.start({ flavor })
         const busy = yield* client(server.url)
         const lone = yield* client(server.url)
-        let stop = false
+        const run = { stop: false }
         const counts = { busy: 0, lone: 0 }
         const worker = (lock: Lock.LockClient<string>, who: "busy" | "lone") =>
           Effect.gen(function* () {
-            while (!stop) {
+            while (!run.stop) {
               yield* lock.withLock("hot", { waitTimeout: "10 seconds" })(Effect.sleep(1))
               counts[who]++
             }
@@ -120,7 +120,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           (effect) => Effect.forkChild(effect)
         )
         yield* Effect.sleep("3 seconds")
-        stop = true
+        run.stop = true
         yield* Effect.forEach(fibers, Fiber.join, { discard: true })
         const total = counts.busy + counts.lone
         assert.isAbove(total, 50, "the key changed hands many times")

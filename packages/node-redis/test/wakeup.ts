@@ -57,6 +57,6 @@ export const handoff = (
   })
 
 export const median = (values: ReadonlyArray<number>): number =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+  values.toSorted((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 export const show = (values: ReadonlyArray<number>): string => values.map((v) => v.toFixed(1)).join(", ")

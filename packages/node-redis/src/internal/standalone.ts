@@ -83,9 +83,27 @@ export const renewChunk = 500
  * connection; wake-ups use one more connection, a subscriber opened the first time a lock is waited
  * for, and closed with the scope.
  */
-export const fromClient = (client: Client, description: string): Effect.Effect<Backend, never, Scope.Scope> =>
-  Effect.gen(function* () {
-    const send: Send = (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
+export const fromClient = (client: Client, description: string): Effect.Effect<Backend, never, Scope.Scope> => {
+  const send: Send = (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
+  const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
+    const first = requests[0]!
+    const keys = requests.map((request) => request.key)
+    const tokens = requests.map((request) => request.token)
+    return send(Scripts.renewAllArgs("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
+      Effect.catchIf(
+        (error) => error.code === "NOSCRIPT",
+        () => send(Scripts.renewAllArgs("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
+      ),
+      Effect.match({
+        onFailure: (error): ReadonlyArray<RenewReply> => requests.map(() => error),
+        onSuccess: (reply): ReadonlyArray<RenewReply> =>
+          Array.isArray(reply) && reply.length === requests.length
+            ? reply.map((one) => one === 1)
+            : requests.map(() => unexpected("renewAll", reply))
+      })
+    )
+  }
+  return Effect.gen(function* () {
     let subscriber: Client | undefined
     yield* Effect.addFinalizer(() =>
       subscriber === undefined
@@ -110,24 +128,6 @@ export const fromClient = (client: Client, description: string): Effect.Effect<B
       leave: (key, waiterId, timeoutMillis) =>
         Effect.ignore(runScript(send, Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis))
     })
-    const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
-      const first = requests[0]!
-      const keys = requests.map((request) => request.key)
-      const tokens = requests.map((request) => request.token)
-      return send(Scripts.renewAllArgs("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
-        Effect.catchIf(
-          (error) => error.code === "NOSCRIPT",
-          () => send(Scripts.renewAllArgs("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
-        ),
-        Effect.match({
-          onFailure: (error): ReadonlyArray<RenewReply> => requests.map(() => error),
-          onSuccess: (reply): ReadonlyArray<RenewReply> =>
-            Array.isArray(reply) && reply.length === requests.length
-              ? reply.map((one) => one === 1)
-              : requests.map(() => unexpected("renewAll", reply))
-        })
-      )
-    }
     return {
       description,
       acquire: (request) =>
@@ -162,3 +162,4 @@ export const fromClient = (client: Client, description: string): Effect.Effect<B
       wakeups
     } satisfies Backend
   })
+}
