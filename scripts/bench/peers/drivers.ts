@@ -23,12 +23,13 @@ export const sleep = (millis: number): Promise<void> => new Promise((resolve) =>
 /** Waits until `at` on `clockMillis`: the parent's common start. */
 export const sleepUntil = (at: number): Promise<void> => sleep(Math.max(0, at - clockMillis()))
 
-const cpuMicros = (since: NodeJS.CpuUsage): number => {
+/** User + system CPU of this process since `since`, in microseconds (sage.ts measures the same way). */
+export const cpuMicros = (since: NodeJS.CpuUsage): number => {
   const used = process.cpuUsage(since)
   return used.user + used.system
 }
 
-const range = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)
+export const range = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)
 
 /** A generous wait for calls that should never wait: a timeout there is counted as a failure. */
 const uncontendedWaitMillis = 20_000

@@ -10,7 +10,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Lock, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
-import { heldWarmupConcurrency, heldWarmupMillis, type Outcome, type Runner } from "./drivers.ts"
+import { cpuMicros, heldWarmupConcurrency, heldWarmupMillis, type Outcome, range, type Runner } from "./drivers.ts"
 import { clockMillis } from "./clock.ts"
 import type { AcquisitionRecord, Result, Workload } from "./protocol.ts"
 import * as Requests from "./requests.ts"
@@ -21,13 +21,6 @@ type LockFailure = LockError.RedisError | LockError.InvalidArgument
 type Client = Lock.LockClient<string>
 
 const uncontendedWait = "20 seconds"
-
-const cpuMicros = (since: NodeJS.CpuUsage): number => {
-  const used = process.cpuUsage(since)
-  return used.user + used.system
-}
-
-const range = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)
 
 /** A locked call's outcome; other failures (RedisError, InvalidArgument) fail the run. */
 const settle = <R>(call: Effect.Effect<void, LockError.LockError, R>): Effect.Effect<Outcome, LockFailure, R> =>
