@@ -1,0 +1,143 @@
+// The peers benchmark: the same workloads on @sage/lock, redlock 5, @sesamecare-oss/redlock,
+// redis-semaphore's Mutex and a hand-written node-redis baseline, against one throwaway loopback Redis 7
+// that the test kit starts and kills. Each library runs in worker processes of its own; the libraries
+// take turns in a rotated order over several rounds, and every figure is reported as the median of
+// per-round ratios against the baseline. Progress goes to stderr, the Markdown report to stdout.
+// Run `node bench/peers/main.ts [--quick]` in scripts/ (after `source scripts/toolchain.sh`).
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import { NodeRuntime } from "@effect/platform-node"
+import { RedisServer } from "@sage/lock-testkit"
+import { now } from "../stats.ts"
+import * as Counters from "./counters.ts"
+import * as Processes from "./processes.ts"
+import { contendedWorkers, full, holdMillis, type Plan, quick } from "./plan.ts"
+import * as Report from "./report.ts"
+import { runAll } from "./rounds.ts"
+
+class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly message: string }> {}
+
+const usage = `usage: node bench/peers/main.ts [--quick]
+  Starts one loopback redis-server, runs the peers workloads on @sage/lock, redlock 5,
+  @sesamecare-oss/redlock, redis-semaphore and a node-redis baseline, and prints Markdown tables to
+  stdout. About 9 minutes; --quick runs every workload and library once with tiny sizes (under a
+  minute, a smoke test, not a measurement).`
+
+const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "14 minutes")
+
+const packageVersion = (name: string): string => {
+  try {
+    const text = Fs.readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), "utf8")
+    return String((JSON.parse(text) as { version?: unknown }).version).replace(/^v/, "")
+  } catch {
+    return "?"
+  }
+}
+
+const loadAverage = (): string =>
+  Os.loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ")
+
+const serverVersion = (server: RedisServer.RedisServer): Effect.Effect<string> =>
+  server.command("INFO", "server").pipe(
+    Effect.map((reply) => `redis ${/redis_version:(\S+)/.exec(String(reply))?.[1] ?? "?"}`),
+    Effect.orElseSucceed(() => server.flavor)
+  )
+
+const section = (title: string, body: string): Array<string> => [`### ${title}`, "", body, ""]
+
+const program = Effect.gen(function* () {
+  const argv = process.argv.slice(2)
+  if (argv.includes("--help")) return yield* Effect.sync(() => process.stdout.write(`${usage}\n`))
+  const unknown = argv.filter((arg) => arg !== "--quick")
+  if (unknown.length > 0) {
+    return yield* Effect.sync(() => {
+      process.stderr.write(`unknown arguments: ${unknown.join(" ")}\n${usage}\n`)
+      process.exitCode = 2
+    })
+  }
+  const plan = argv.includes("--quick") ? quick : full
+  const began = now()
+  const startLoad = loadAverage()
+  const progress = (text: string) =>
+    process.stderr.write(`[peers ${((now() - began) / 1000).toFixed(1)}s, load ${loadAverage()}] ${text}\n`)
+
+  const collected = yield* Effect.scoped(
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: "redis7" })
+      const version = yield* serverVersion(server)
+      progress(`${version} ready on ${server.url}`)
+      const counters = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => Counters.connect(server.url),
+          catch: (cause) => new PeersBenchError({ message: `cannot read the server's counters: ${String(cause)}` })
+        }),
+        (counters) => Effect.promise(() => counters.close())
+      )
+      const processes = yield* Effect.acquireRelease(
+        Effect.sync(() => Processes.make(server.url, counters.read)),
+        (processes) => Effect.promise(() => processes.stopAll())
+      )
+      const collected = yield* Effect.tryPromise({
+        try: (signal) => runAll(plan, processes, signal, progress),
+        catch: (cause) =>
+          new PeersBenchError({ message: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
+      })
+      return { collected, version }
+    })
+  ).pipe(
+    Effect.timeoutOrElse({
+      duration: runTimeout(plan),
+      orElse: () => Effect.fail(new PeersBenchError({ message: `not finished within ${runTimeout(plan)}` }))
+    })
+  )
+  const seconds = ((now() - began) / 1000).toFixed(0)
+  const cpus = Os.cpus()
+  const byId = (id: string) => collected.collected.filter((entry) => entry.workload.id === id)
+  const lines = [
+    `# Peers${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
+    "",
+    `- ${new Date().toISOString()}, ${seconds} s in total; ${plan.rounds} round(s) of the uncontended and ` +
+      `contended workloads (libraries rotated each round), ${plan.heldRounds} of the held ones`,
+    `- ${cpus.length} cores (${cpus[0]?.model ?? "?"}), ${(Os.totalmem() / 2 ** 30).toFixed(1)} GiB, ` +
+      `${Os.type()} ${Os.release()}; workers and server share the cores, all traffic on loopback`,
+    `- ${collected.version}, one server; node ${process.version}, effect ${packageVersion("effect")}, ` +
+      `node-redis ${packageVersion("redis")}, ioredis ${packageVersion("ioredis")}, ` +
+      `redlock ${packageVersion("redlock")}, @sesamecare-oss/redlock ${packageVersion("@sesamecare-oss/redlock")}, ` +
+      `redis-semaphore ${packageVersion("redis-semaphore")}`,
+    `- load average (1/5/15 min) at start ${startLoad}, at end ${loadAverage()}`,
+    `- lease ${plan.leaseMillis} ms in the uncontended and contended workloads, ${plan.held.leaseMillis} ms ` +
+      `in the held ones; windows of ${plan.uncontended.durationMillis} ms (uncontended, after ` +
+      `${plan.uncontended.warmupMillis} ms warm-up) and ${plan.contended.durationMillis} ms (contended)`,
+    "- every ratio is the median over rounds of (library / baseline in the same round); CPU is user + " +
+      "system time of the worker processes (lower is better), server calls come from INFO commandstats " +
+      "and include the commands scripts run",
+    "",
+    "## Headline: ratios to the node-redis baseline",
+    "",
+    "Uncontended columns: c1/c64 = concurrency 1/64. Contended: 8 workers, 1 ms hold, 10 ms think, " +
+      "1p/4p = in 1/4 processes. least/mean and held figures are plain values, not ratios.",
+    "",
+    Report.headlineTable(collected.collected),
+    "",
+    "## Workloads",
+    "",
+    ...byId("uncontended-1").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
+    ...byId("uncontended-64").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
+    ...collected.collected
+      .filter((entry) => entry.workload.kind === "contended")
+      .flatMap((entry) => section(entry.workload.title, Report.contendedTable(entry))),
+    ...section(
+      `Held locks: N concurrent calls whose bodies wait, Node CPU over ${plan.held.holdMillis} ms once all are held`,
+      Report.heldTable(collected.collected.filter((entry) => entry.workload.kind === "held"))
+    ),
+    `(${contendedWorkers} contended workers, ${holdMillis} ms hold.)`,
+    ""
+  ]
+  yield* Effect.sync(() => process.stdout.write(lines.join("\n")))
+})
+
+program.pipe(NodeRuntime.runMain)

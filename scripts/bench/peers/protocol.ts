@@ -1,0 +1,99 @@
+// What the peers bench's parent and its worker processes say to each other: the worker's identity (one
+// JSON argument), the parent's commands on stdin and the worker's messages on stdout, one JSON object a
+// line. Every timestamp is on `clockMillis` (clock.ts), so records of different
+// processes can be merged into one timeline. Workers import only this module's types: loading Schema
+// would add a few hundred milliseconds to every worker's start.
+import * as Schema from "effect/Schema"
+
+/** The libraries the bench compares; `baseline` is the hand-written node-redis lock. */
+export const libraries = ["sage", "redlock", "sesame", "semaphore", "baseline"] as const
+export type Library = (typeof libraries)[number]
+
+/** How the tables name each library. */
+export const libraryLabel: Record<Library, string> = {
+  sage: "@sage/lock",
+  redlock: "redlock 5",
+  sesame: "@sesamecare-oss/redlock",
+  semaphore: "redis-semaphore Mutex",
+  baseline: "node-redis baseline"
+}
+
+/** The work one process does between the parent's `start` and its `until`. */
+export const Workload = Schema.Union([
+  /** `concurrency` loops, each on its own key, doing `withLock(key)(nothing)` back to back. */
+  Schema.TaggedStruct("uncontended", { concurrency: Schema.Int, warmupMillis: Schema.Int }),
+  /** Loops on one shared key; `workers` are their global ids (the other processes run the rest). */
+  Schema.TaggedStruct("contended", {
+    key: Schema.String,
+    workers: Schema.Array(Schema.Int),
+    holdMillis: Schema.Finite,
+    thinkMillis: Schema.Finite,
+    warmupCycles: Schema.Int
+  }),
+  /** `count` locks acquired together, held `holdMillis` once all are held, then released. */
+  Schema.TaggedStruct("held", { count: Schema.Int, holdMillis: Schema.Int, acquireBudgetMillis: Schema.Int })
+])
+export type Workload = typeof Workload.Type
+
+/** A worker's identity for its whole life, passed as `node worker.ts '<json>'`. */
+export const WorkerArgs = Schema.Struct({ library: Schema.Literals(libraries), url: Schema.String })
+export type WorkerArgs = typeof WorkerArgs.Type
+export const WorkerArgsJson = Schema.fromJsonString(WorkerArgs)
+
+/** One run of a workload in one worker process. */
+export interface Job {
+  /** Prefix of every key the run uses, so runs never meet each other's leftovers. */
+  readonly namespace: string
+  readonly leaseMillis: number
+  readonly workload: Workload
+}
+
+/**
+ * What the parent writes to a worker's stdin, one JSON object a line: `prepare` (connect if needed, warm
+ * up on private keys, answer `ready`), then `start` (run in the window on `clockMillis`, answer
+ * `result`; the held workload ignores `until`). When stdin ends the worker closes its clients and exits.
+ */
+export type Command =
+  | { readonly _tag: "prepare"; readonly job: Job }
+  | { readonly _tag: "start"; readonly from: number; readonly until: number }
+
+/** One acquisition: `[worker, requested, acquired, released]`; released is when the body ended. */
+export type AcquisitionRecord = readonly [number, number, number, number]
+
+export const Result = Schema.Union([
+  Schema.TaggedStruct("uncontended", {
+    cycles: Schema.Int,
+    elapsedMillis: Schema.Finite,
+    cpuMicros: Schema.Finite,
+    /** Calls that timed out or reported a loss: none expected. */
+    failures: Schema.Int
+  }),
+  Schema.TaggedStruct("contended", {
+    records: Schema.Array(Schema.Tuple([Schema.Int, Schema.Finite, Schema.Finite, Schema.Finite])),
+    /** Requests this process sent during its loops (requests.ts). */
+    requests: Schema.Int,
+    cpuMicros: Schema.Finite,
+    lost: Schema.Int
+  }),
+  Schema.TaggedStruct("held", {
+    requested: Schema.Int,
+    acquired: Schema.Int,
+    /** From start until every lock was held (or the budget ran out). */
+    acquireMillis: Schema.Finite,
+    /** The window measured for CPU: all locks held, nothing else happening but renewal. */
+    holdMillis: Schema.Finite,
+    cpuMicros: Schema.Finite,
+    lost: Schema.Int
+  })
+])
+export type Result = typeof Result.Type
+
+export const Message = Schema.Union([
+  Schema.TaggedStruct("ready", { pid: Schema.Int }),
+  Schema.TaggedStruct("result", { result: Result }),
+  Schema.TaggedStruct("failed", { message: Schema.String })
+])
+export type Message = typeof Message.Type
+
+/** Decodes one stdout line; anything else (a stray log line from a library) is `None`. */
+export const decodeMessage = Schema.decodeUnknownOption(Schema.fromJsonString(Message))

@@ -1,0 +1,63 @@
+// The order of the whole run: every cheap workload in every round, the libraries rotated from round to
+// round and workload to workload, then the held-lock workloads. One library runs at a time, so the
+// server's counters over a window belong to that library alone.
+import * as Crypto from "node:crypto"
+import { load1 } from "../stats.ts"
+import { type Figures, figures } from "./analysis.ts"
+import { cheap, expensive, order, type Plan, type Workload } from "./plan.ts"
+import { type Library, libraries, libraryLabel } from "./protocol.ts"
+import type { Processes } from "./processes.ts"
+
+/** One workload's runs: per library, one `Figures` per round (index = round), and the load at each start. */
+export interface Collected {
+  readonly workload: Workload
+  readonly runs: Record<Library, Array<Figures>>
+  readonly loads: Array<number>
+}
+
+const emptyRuns = (): Record<Library, Array<Figures>> => ({
+  sage: [],
+  redlock: [],
+  sesame: [],
+  semaphore: [],
+  baseline: []
+})
+
+export const runAll = async (
+  plan: Plan,
+  processes: Processes,
+  signal: AbortSignal,
+  progress: (text: string) => void
+): Promise<ReadonlyArray<Collected>> => {
+  const runId = Crypto.randomUUID().slice(0, 8)
+  const cheapWorkloads = cheap(plan)
+  const expensiveWorkloads = expensive(plan)
+  const collected = [...cheapWorkloads, ...expensiveWorkloads].map((workload): Collected => ({
+    workload,
+    runs: emptyRuns(),
+    loads: []
+  }))
+  const one = async (entry: Collected, library: Library, round: number): Promise<void> => {
+    if (signal.aborted) throw new Error("interrupted")
+    const { workload } = entry
+    progress(`round ${round + 1}: ${workload.id}, ${libraryLabel[library]}`)
+    entry.loads.push(load1())
+    const namespace = `peers-${runId}-${workload.id}-${library}-${round}`
+    const measured = await processes.measure(library, workload.jobs(namespace), {
+      durationMillis: workload.durationMillis,
+      resultTimeoutMillis: workload.resultTimeoutMillis
+    })
+    entry.runs[library].push(figures(measured, workload.workers))
+  }
+  for (let round = 0; round < plan.rounds; round++) {
+    for (const [index, entry] of collected.slice(0, cheapWorkloads.length).entries()) {
+      for (const library of order(libraries, round, index)) await one(entry, library, round)
+    }
+  }
+  for (let round = 0; round < plan.heldRounds; round++) {
+    for (const [index, entry] of collected.slice(cheapWorkloads.length).entries()) {
+      for (const library of order(libraries, round, index + 1)) await one(entry, library, round)
+    }
+  }
+  return collected
+}
