@@ -44,6 +44,15 @@ export const topology = (cluster: Cluster): Topology => ({
     }),
   isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
   // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.
+  // It runs in the background: the caller's own time limit must not wait for it (a command written
+  // to a frozen node never answers, and node-redis's timeout only drops unwritten commands).
   refresh: (key) =>
-    Effect.tryPromise(() => cluster.sendCommand(key, false, ["PTTL", key], { timeout: 1_000 })).pipe(Effect.ignore)
+    Effect.asVoid(
+      Effect.forkDetach(
+        Effect.tryPromise(() => cluster.sendCommand(key, false, ["PTTL", key], { timeout: 1_000 })).pipe(
+          Effect.timeoutOption(1_000),
+          Effect.ignore
+        )
+      )
+    )
 })

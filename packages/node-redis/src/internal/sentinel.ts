@@ -54,9 +54,14 @@ export const topology = (sentinel: Sentinel, name: string): Topology => ({
   },
   // The client re-reads the sentinels on +switch-master and on its own connection errors; a cheap
   // command through it surfaces a changed master sooner.
+  // In the background, like the Cluster refresh: it must never hold up the caller.
   refresh: () =>
-    Effect.tryPromise(() => sentinel.sendCommand(false, ["PING"], { timeout: 1_000 })).pipe(
-      Effect.timeoutOption(1_000),
-      Effect.ignore
+    Effect.asVoid(
+      Effect.forkDetach(
+        Effect.tryPromise(() => sentinel.sendCommand(false, ["PING"], { timeout: 1_000 })).pipe(
+          Effect.timeoutOption(1_000),
+          Effect.ignore
+        )
+      )
     )
 })
