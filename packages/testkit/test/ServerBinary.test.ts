@@ -52,10 +52,14 @@ describe("ServerBinary", () => {
         `  Effect.tap((s) => Effect.sync(() => console.log(JSON.stringify({ pid: s.pid, dir: s.dir })))),`,
         `  Effect.andThen(Effect.never))))`
       ].join("\n")
-      const child = ChildProcess.spawn(process.execPath, ["--input-type=module", "-e", script], {
-        cwd: Path.resolve(import.meta.dirname, ".."),
-        stdio: ["ignore", "pipe", "inherit"]
-      })
+      const child = ChildProcess.spawn(
+        process.execPath,
+        ["--conditions=@sage/source", "--input-type=module", "-e", script],
+        {
+          cwd: Path.resolve(import.meta.dirname, ".."),
+          stdio: ["ignore", "pipe", "inherit"]
+        }
+      )
       const { pid, dir } = yield* Effect.promise(
         () =>
           new Promise<{ pid: number; dir: string }>((resolve, reject) => {
