@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here="$root/scripts/tooling"
 cd "$root"
-step() { printf '\n[package-check] %s\n' "$*"; }
+step() { printf "\n[package-check] %s (at %s s)\n" "$*" "$(($(date +%s) - t0))"; }
 t0=$(date +%s)
 
 effect_version=$(node -p 'require("./package.json").devDependencies.effect')
