@@ -36,6 +36,13 @@ done
 lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
 backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
 ls -l "$work/tarballs"
+for tgz in "$lock_tgz" "$backend_tgz"; do
+  # pnpm swaps in publishConfig.exports; the workspace-only source condition must not ship.
+  if tar xzf "$tgz" -O package/package.json | grep -q '"@sage/source"'; then
+    echo "package-check: $(basename "$tgz") still exports the @sage/source condition" >&2
+    exit 1
+  fi
+done
 
 step "publint"
 pnpm exec publint --strict "$lock_tgz"
