@@ -25,7 +25,7 @@ export class OptionsError extends Data.TaggedError("OptionsError")<{ readonly me
   override readonly [Runtime.errorReported] = false
 }
 
-export const usage = `usage: node demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
+export const usage = `usage: node --conditions=@sage/source demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
                          [--topology standalone|cluster|sentinel]
 
 Worker processes deposit into one Redis balance with a non-atomic GET/SET under @sage/lock's
