@@ -26,7 +26,7 @@ export class OptionsError extends Data.TaggedError("OptionsError")<{ readonly me
 }
 
 export const usage = `usage: node --conditions=@sage/source demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
-                         [--topology standalone|cluster|sentinel]
+                                                   [--topology standalone|cluster|sentinel]
 
 Worker processes deposit into one Redis balance with a non-atomic GET/SET under @sage/lock's
 withLock; midway one worker is SIGKILLed while it holds the lock. Exits 0 when the final balance
