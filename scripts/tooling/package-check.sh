@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks what gets published, the way a user receives it (part of `npm test`):
-#   1. builds @sage/lock and @sage/lock-node-redis to dist/ and packs both with `pnpm pack`;
+#   1. packs @sage/lock and @sage/lock-node-redis with `pnpm pack` (their prepack builds dist/);
 #   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
 #   3. installs the tarballs with effect and redis from the npm registry into a fresh temporary
 #      project outside the workspace, and runs a plain JavaScript program with plain `node` against a
@@ -26,12 +26,15 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-step "build"
-pnpm run build
-step "pack"
+step "build and pack (prepack builds each package; @sage/lock first, the backend compiles against its dist/)"
 mkdir -p "$work/tarballs"
 for dir in packages/lock packages/node-redis; do
-  (cd "$dir" && pnpm pack --pack-destination "$work/tarballs" >/dev/null)
+  # pnpm pack lists every file; keep its output (with any tsc error of the build) for a failure only.
+  if ! (cd "$dir" && pnpm pack --pack-destination "$work/tarballs" >"$work/pack.log" 2>&1); then
+    cat "$work/pack.log" >&2
+    echo "package-check: pnpm pack failed in $dir" >&2
+    exit 1
+  fi
 done
 lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
 backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
