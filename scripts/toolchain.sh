@@ -71,7 +71,7 @@ fi
 
 # --- valkey-server 8 (unpacked into .toolchain/valkey, never installed) ----------------------------
 # Where it comes from, first that works: the system's own apt sources when they offer valkey-server 8
-# (Debian 13, Ubuntu 25.04 and later), else Debian 12's bookworm-backports (on Debian only, from the
+# (Debian 13 does), else Debian 12's bookworm-backports (on Debian only, from the
 # mirror the system already uses). Anything else is skipped and said so, and the Redis half still runs.
 valkey_bin="$tc/valkey/usr/bin/valkey-server"
 apt_dir="$tc/apt"
