@@ -1,36 +1,29 @@
 import { defineConfig } from "vitest/config"
 
+// The workspace packages export their built dist/ to the world and their sources under the
+// "@sage/source" condition: the tests run against src/, so no build is needed first. The rest is
+// Vite's default server condition list ("development|production" picks the mode's condition).
+const conditions = ["@sage/source", "module", "node", "development|production"]
+
+const project = (name: string, root: string) => ({
+  resolve: { conditions },
+  ssr: { resolve: { conditions, externalConditions: ["@sage/source", "node", "module-sync"] } },
+  test: {
+    name,
+    root,
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000
+  }
+})
+
 // Vitest 4+ ignores vitest.workspace.ts: the packages are declared here as projects.
 export default defineConfig({
   test: {
     projects: [
-      {
-        test: {
-          name: "lock",
-          root: "packages/lock",
-          include: ["test/**/*.test.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 60_000
-        }
-      },
-      {
-        test: {
-          name: "node-redis",
-          root: "packages/node-redis",
-          include: ["test/**/*.test.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 60_000
-        }
-      },
-      {
-        test: {
-          name: "testkit",
-          root: "packages/testkit",
-          include: ["test/**/*.test.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 60_000
-        }
-      }
+      project("lock", "packages/lock"),
+      project("node-redis", "packages/node-redis"),
+      project("testkit", "packages/testkit")
     ]
   }
 })

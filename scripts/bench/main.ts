@@ -2,7 +2,7 @@
 // renewal, on throwaway loopback servers (standalone Redis 7 and Valkey 8, Sentinel, Cluster) that
 // the test kit starts and kills. Progress goes to stderr, the Markdown report to stdout. Every section
 // has fixed iteration counts or durations; the whole run is bounded by `runTimeout`.
-// Run `node bench/main.ts [--quick]` in scripts/ (after `source scripts/toolchain.sh`).
+// Run `node --conditions=@sage/source bench/main.ts [--quick]` in scripts/ (after `source scripts/toolchain.sh`).
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -69,7 +69,7 @@ const quick: Plan = {
 const runTimeout = "5 minutes"
 const leaseMillis = 10_000
 
-const usage = `usage: node bench/main.ts [--quick]
+const usage = `usage: node --conditions=@sage/source bench/main.ts [--quick]
   Starts loopback servers (standalone redis7 and valkey8, Sentinel and Cluster on redis7), measures
   @sage/lock against them and prints Markdown tables to stdout. About 80 seconds; --quick runs every
   section with tiny counts (a smoke test, not a measurement).`

@@ -2,7 +2,8 @@
 // `withLock`; midway one worker is SIGKILLed while it holds the lock, and the others wait for its lease.
 // Prints live progress and a summary; exits 0 only when the balance equals the completed deposits, no two
 // lock bodies overlapped and no surviving worker lost the lock. Runs on one server, a Cluster or Sentinel
-// (`--topology`). Run `npm run demo` at the repo root, or `node demo/main.ts --help` here.
+// (`--topology`). Run `npm run demo` at the repo root, or `node --conditions=@sage/source demo/main.ts --help` here
+// (the condition makes the workspace packages resolve to their sources, see CONTRIBUTING.md).
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"

@@ -25,8 +25,8 @@ export class OptionsError extends Data.TaggedError("OptionsError")<{ readonly me
   override readonly [Runtime.errorReported] = false
 }
 
-export const usage = `usage: node demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
-                         [--topology standalone|cluster|sentinel]
+export const usage = `usage: node --conditions=@sage/source demo/main.ts [--workers N] [--deposits N] [--lease-ms N] [--unlocked]
+                                                   [--topology standalone|cluster|sentinel]
 
 Worker processes deposit into one Redis balance with a non-atomic GET/SET under @sage/lock's
 withLock; midway one worker is SIGKILLed while it holds the lock. Exits 0 when the final balance
@@ -39,8 +39,9 @@ equals the number of completed deposits and no surviving worker lost the lock.
   --topology T   standalone (one server), cluster (3 masters with a replica each) or sentinel
                  (a master, 2 replicas, 3 sentinels) (env DEMO_TOPOLOGY, default standalone)
 
-  REDIS_URL      use this standalone server instead of starting one
-  DEMO_SERVER    redis7 (default: redis-server) or valkey8 (valkey-server; VALKEY_SERVER_BIN)`
+  REDIS_URL      use this standalone server instead of starting one (not with DEMO_SERVER)
+  DEMO_SERVER    the server the demo starts: redis7 (default: redis-server) or valkey8
+                 (valkey-server; VALKEY_SERVER_BIN)`
 
 const integer = (
   label: string,
@@ -76,7 +77,8 @@ export const parse = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Effe
         }),
       catch: (cause) => new OptionsError({ message: cause instanceof Error ? cause.message : String(cause) })
     })
-    const server = env["DEMO_SERVER"] ?? "redis7"
+    const serverName = env["DEMO_SERVER"] ?? ""
+    const server = serverName === "" ? "redis7" : serverName
     if (server !== "redis7" && server !== "valkey8") {
       return yield* new OptionsError({
         message: `DEMO_SERVER must be redis7 or valkey8, got ${JSON.stringify(server)}`
@@ -93,6 +95,13 @@ export const parse = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Effe
     if (redisUrl !== undefined && redisUrl !== "" && topology !== "standalone") {
       return yield* new OptionsError({
         message: `REDIS_URL names one standalone server; unset it to run on a ${topology} the demo starts`
+      })
+    }
+    // DEMO_SERVER picks the server the demo starts; with REDIS_URL it starts none, so one of the two
+    // would be ignored: refuse the pair instead of guessing which one was meant.
+    if (redisUrl !== undefined && redisUrl !== "" && serverName !== "") {
+      return yield* new OptionsError({
+        message: `REDIS_URL (your server) and DEMO_SERVER=${serverName} (a server the demo starts) exclude each other; unset one`
       })
     }
     return {

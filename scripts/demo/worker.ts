@@ -1,7 +1,8 @@
 // One demo worker process: makes `deposits` deposits into the shared account, each a non-atomic
 // GET, sleep, SET under `withLock`, and reports every step as a JSON line on stdout (see protocol.ts).
 // The lock's backend matches the deployment the parent describes: standalone, Cluster or Sentinel.
-// Started by main.ts; runnable by hand as `node demo/worker.ts '<WorkerParams json>'`.
+// Started by main.ts; runnable by hand as
+// `node --conditions=@sage/source demo/worker.ts '<WorkerParams json>'`.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

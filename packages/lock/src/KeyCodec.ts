@@ -63,6 +63,10 @@ export const make = <K>(name: string, encode: (key: K) => Result.Result<string, 
 const nonEmpty = (text: string): Result.Result<string, string> =>
   text.length === 0 ? Result.fail("a lock key must not be empty") : Result.succeed(text)
 
+// `String.prototype.isWellFormed` without its ES2024 typings: with the `u` flag a surrogate pair is
+// one code point, so only lone surrogates match.
+const loneSurrogate = /\p{Surrogate}/u
+
 /**
  * The default codec: the string itself. Rejects the empty string and strings that are not well
  * formed UTF-16 (lone surrogates), which UTF-8 could not store faithfully.
@@ -73,7 +77,7 @@ const nonEmpty = (text: string): Result.Result<string, string> =>
 export const string: KeyCodec<string> = make("string", (key) =>
   typeof key !== "string"
     ? Result.fail(`expected a string, got ${typeof key}`)
-    : key.isWellFormed()
+    : !loneSurrogate.test(key)
       ? nonEmpty(key)
       : Result.fail("the string contains lone surrogates and has no faithful UTF-8 form")
 )
@@ -141,7 +145,7 @@ const canonicalJson = (value: unknown): string => {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   if (value !== null && typeof value === "object") {
     const entries = Object.keys(value)
-      .toSorted()
+      .sort()
       .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
     return `{${entries.join(",")}}`
   }

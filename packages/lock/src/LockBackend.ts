@@ -3,7 +3,7 @@
  *
  * The lock logic (deadlines, retries, renewal, loss detection) lives in `@sage/lock`; a backend only
  * runs three atomic operations against one key and classifies failures into `RedisError`. Backends
- * for node-redis live in `@sage/lock-node-redis`; `LockBackend.layerMemory` is an in-process backend
+ * for node-redis live in `@sage/lock-node-redis`; `MemoryBackend.layer` is an in-process backend
  * for single-process programs and tests.
  *
  * A backend does not retry: it reports each failure once, with `retryable` and `mayHaveExecuted`

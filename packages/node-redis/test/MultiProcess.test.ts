@@ -29,7 +29,7 @@ interface Outcome {
  */
 const runDemo = (flavor: ServerBinary.Flavor, args: ReadonlyArray<string>): Effect.Effect<Outcome> =>
   Effect.callback<Outcome>((resume) => {
-    const child = ChildProcess.spawn(process.execPath, ["demo/main.ts", ...args], {
+    const child = ChildProcess.spawn(process.execPath, ["--conditions=@sage/source", "demo/main.ts", ...args], {
       cwd: scriptsDir,
       // REDIS_URL would select an external standalone server, which the cluster topology refuses.
       env: { ...process.env, DEMO_TOPOLOGY: "cluster", DEMO_SERVER: flavor, REDIS_URL: "" },

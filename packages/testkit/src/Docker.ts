@@ -3,8 +3,8 @@
  * runs as a `testcontainers` GenericContainer ("redis:7" or "valkey/valkey:8", port 6379 mapped to a
  * random host port) with the kit's usual flags.
  *
- * `testcontainers` is not a dependency of this package: it is imported dynamically, and a missing
- * package or Docker engine is a `TestkitError` (reason `DockerUnavailable`) that says so. Supported:
+ * `testcontainers` is a devDependency of the kit, imported only in this mode; no Docker engine (or a
+ * missing package) is a `TestkitError` (reason `DockerUnavailable`) that says so. Supported:
  * admin commands and `kill` (container stop). Not supported (fail with reason `Unsupported`): `pause`,
  * `resume`, `restart` (a restarted container may get another host port). `pid` is -1 and `dir` is "".
  * This path is not exercised on machines without a Docker engine; prefer local binaries.
@@ -43,29 +43,41 @@ interface ContainerBuilder {
 
 interface TestcontainersModule {
   readonly GenericContainer: new (image: string) => ContainerBuilder
+  readonly getContainerRuntimeClient: () => Promise<unknown>
 }
 
 const isTestcontainers = (mod: unknown): mod is TestcontainersModule =>
-  typeof mod === "object" && mod !== null && "GenericContainer" in mod && typeof mod.GenericContainer === "function"
+  typeof mod === "object" &&
+  mod !== null &&
+  "GenericContainer" in mod &&
+  typeof mod.GenericContainer === "function" &&
+  "getContainerRuntimeClient" in mod &&
+  typeof mod.getContainerRuntimeClient === "function"
 
 const unavailable = (detail: string, cause?: unknown): TestkitError =>
   new TestkitError({
     reason: "DockerUnavailable",
     message:
-      `SAGE_TEST_DOCKER=1 but ${detail}. Install it with \`pnpm add -D testcontainers\` in packages/testkit and ` +
-      "make a Docker engine reachable, or unset SAGE_TEST_DOCKER to use local binaries (see ServerBinary).",
+      `SAGE_TEST_DOCKER=1 but ${detail}. Start a Docker engine (testcontainers looks at DOCKER_HOST, ` +
+      "~/.testcontainers.properties and the default socket), or unset SAGE_TEST_DOCKER to use local binaries " +
+      "(see ServerBinary).",
     ...(cause === undefined ? {} : { cause })
   })
 
-// A variable specifier keeps TypeScript from resolving a package this repo does not install.
-const moduleName: string = "testcontainers"
-
+// Imported on first use only: runs on local binaries never load testcontainers and its client stack.
 const loadTestcontainers: Effect.Effect<TestcontainersModule, TestkitError> = Effect.tryPromise({
-  try: () => import(moduleName),
-  catch: (cause) => unavailable("the npm package testcontainers cannot be loaded", cause)
+  try: () => import("testcontainers"),
+  catch: (cause) => unavailable("the npm package testcontainers cannot be loaded (run `pnpm install`)", cause)
 }).pipe(
   Effect.flatMap((mod: unknown) =>
     isTestcontainers(mod) ? Effect.succeed(mod) : Effect.fail(unavailable("testcontainers has no GenericContainer"))
+  ),
+  // Ask for the engine first, so "no Docker here" reads as that rather than as a failed container start.
+  Effect.tap((testcontainers) =>
+    Effect.tryPromise({
+      try: () => testcontainers.getContainerRuntimeClient(),
+      catch: (cause) => unavailable(`no Docker engine answered (${String(cause)})`, cause)
+    })
   )
 )
 

@@ -89,7 +89,8 @@ export const makeSettings = Effect.fnUntraced(function* (options: SettingsInput)
   if (/[{}]/.test(namespace)) {
     return yield* invalid("namespace", namespace, "must not contain '{' or '}' (they would change the hash tag)")
   }
-  if (!namespace.isWellFormed()) {
+  // `isWellFormed` (ES2024) without its typings: under `u` only a lone surrogate matches.
+  if (/\p{Surrogate}/u.test(namespace)) {
     return yield* invalid("namespace", namespace, "contains lone surrogates")
   }
   const replicaAcknowledgement = options.replicaAcknowledgement ?? true

@@ -7,7 +7,12 @@
  *
  * @example
  * ```ts
- * import { LockContract } from "@sage/lock-testkit"
+ * import type * as Layer from "effect/Layer"
+ * import type { LockBackend } from "@sage/lock/LockBackend"
+ * import * as LockContract from "@sage/lock-testkit/contract/LockContract"
+ * import type { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
+ *
+ * declare const targetLayer: Layer.Layer<LockBackend | ServerControl>
  * LockContract.suite("redis7 standalone", targetLayer)
  * ```
  *

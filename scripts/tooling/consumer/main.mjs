@@ -1,0 +1,92 @@
+// The smoke test a user would write first, in plain JavaScript, run by plain `node` against the
+// installed tarballs: it starts a throwaway redis-server, then checks that one lock excludes a second
+// holder, that `tryWithLock` reports a busy key, and that the lock is free again after release.
+import { spawn } from "node:child_process"
+import { createServer, connect } from "node:net"
+import { Effect, Layer, Option } from "effect"
+import { Lock, LockError } from "@sage/lock"
+import { NodeRedisBackend } from "@sage/lock-node-redis"
+
+const freePort = () =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+
+const answers = (port) =>
+  new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1")
+    socket.once("connect", () => {
+      socket.end()
+      resolve(true)
+    })
+    socket.once("error", () => resolve(false))
+  })
+
+const port = await freePort()
+const bin = process.env.REDIS_SERVER_BIN || "redis-server"
+const server = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+  stdio: "ignore"
+})
+server.once("error", (error) => {
+  console.error(`consumer: cannot start ${bin}: ${error.message}`)
+  process.exit(1)
+})
+try {
+  const deadline = Date.now() + 10_000
+  while (!(await answers(port))) {
+    if (Date.now() > deadline) throw new Error(`${bin} did not listen on ${port}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+
+  const LockLive = Lock.layer({ leaseDuration: "5 seconds", namespace: "consumer-smoke" }).pipe(
+    Layer.provide(NodeRedisBackend.layer({ url: `redis://127.0.0.1:${port}` }))
+  )
+
+  const program = Effect.gen(function* () {
+    const whileHeld = yield* Effect.succeed("inside").pipe(
+      Lock.withLock("job", { waitTimeout: "2 seconds" }),
+      Effect.andThen((inside) =>
+        Effect.succeed(2).pipe(
+          Lock.tryWithLock("job"),
+          Effect.map((busy) => [inside, busy])
+        )
+      ),
+      Lock.withLock("outer", { waitTimeout: "2 seconds" })
+    )
+    const nested = yield* Effect.succeed("second").pipe(
+      Lock.tryWithLock("job"),
+      Lock.withLock("job", { waitTimeout: "2 seconds" }),
+      Effect.map(Option.isNone)
+    )
+    const timedOut = yield* Effect.never.pipe(
+      Lock.withLock("held", { waitTimeout: "100 millis" }),
+      Effect.forkChild,
+      Effect.andThen(Effect.sleep("200 millis")),
+      Effect.andThen(Effect.void.pipe(Lock.withLock("held", { waitTimeout: "200 millis" }), Effect.flip))
+    )
+    const afterRelease = yield* Effect.succeed(3).pipe(Lock.tryWithLock("job"))
+    return { whileHeld, nested, timedOut, afterRelease }
+  })
+
+  const result = await Effect.runPromise(program.pipe(Effect.provide(LockLive)))
+  const failures = []
+  if (result.whileHeld[0] !== "inside") failures.push("withLock did not return the body's value")
+  if (!Option.isSome(result.whileHeld[1])) failures.push("tryWithLock on a free key did not run")
+  if (result.nested !== true) failures.push("tryWithLock ran while the same key was held")
+  if (!(result.timedOut instanceof LockError.TimedOut))
+    failures.push(`expected TimedOut, got ${String(result.timedOut)}`)
+  if (!Option.isSome(result.afterRelease) || result.afterRelease.value !== 3) failures.push("the key stayed locked")
+  if (failures.length > 0) {
+    console.error(`consumer: ${failures.join("; ")}`)
+    process.exitCode = 1
+  } else {
+    console.log("consumer: plain node against the tarballs: ok")
+  }
+} finally {
+  server.kill("SIGKILL")
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Checks what gets published, the way a user receives it (part of `npm test`):
+#   1. packs @sage/lock and @sage/lock-node-redis with `pnpm pack` (their prepack builds dist/);
+#   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
+#   3. installs the tarballs with effect and redis from the npm registry into a fresh temporary
+#      project outside the workspace, and runs a plain JavaScript program with plain `node` against a
+#      redis-server it starts (consumer/main.mjs);
+#   4. type-checks a TypeScript program and every example (README.md, docs/, `@example` blocks of
+#      the published sources; see examples.ts) under NodeNext and under Bundler, both strict.
+# Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here="$root/scripts/tooling"
+cd "$root"
+step() { printf "\n[package-check] %s (at %s s)\n" "$*" "$(($(date +%s) - t0))"; }
+t0=$(date +%s)
+
+effect_version=$(node -p 'require("./package.json").devDependencies.effect')
+redis_version=$(node -p 'require("./package.json").devDependencies.redis')
+types_node_version=$(node -p 'require("./package.json").devDependencies["@types/node"]')
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/sage-lock-consumer.XXXXXX")
+if [ "${SAGE_KEEP_CONSUMER:-}" = 1 ]; then
+  trap 'echo "[package-check] kept $work"' EXIT
+else
+  trap 'rm -rf "$work"' EXIT
+fi
+
+step "build and pack (prepack builds each package; @sage/lock first, the backend compiles against its dist/)"
+mkdir -p "$work/tarballs"
+for dir in packages/lock packages/node-redis; do
+  # pnpm pack lists every file; keep its output (with any tsc error of the build) for a failure only.
+  if ! (cd "$dir" && pnpm pack --pack-destination "$work/tarballs" >"$work/pack.log" 2>&1); then
+    cat "$work/pack.log" >&2
+    echo "package-check: pnpm pack failed in $dir" >&2
+    exit 1
+  fi
+done
+lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
+backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
+ls -l "$work/tarballs"
+for tgz in "$lock_tgz" "$backend_tgz"; do
+  # pnpm swaps in publishConfig.exports; the workspace-only source condition must not ship.
+  if tar xzf "$tgz" -O package/package.json | grep -q '"@sage/source"'; then
+    echo "package-check: $(basename "$tgz") still exports the @sage/source condition" >&2
+    exit 1
+  fi
+done
+
+step "publint"
+pnpm exec publint --strict "$lock_tgz"
+pnpm exec publint --strict "$backend_tgz"
+
+step "are the types wrong (ESM-only: node16 from ESM and bundler)"
+pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
+  --include-entrypoints ./KeyCodec ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
+pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./NodeRedisBackend
+
+step "install the tarballs with effect@$effect_version and redis@$redis_version from the registry"
+app="$work/app"
+mkdir -p "$app"
+cp "$here/consumer/main.mjs" "$here/consumer/consumer.ts" "$here/consumer/tsconfig.nodenext.json" \
+  "$here/consumer/tsconfig.bundler.json" "$app/"
+cat >"$app/package.json" <<JSON
+{ "name": "sage-lock-consumer", "private": true, "type": "module" }
+JSON
+(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
+  "$lock_tgz" "$backend_tgz" "effect@$effect_version" "redis@$redis_version" "@types/node@$types_node_version")
+
+step "run a JavaScript program with plain node"
+(cd "$app" && node main.mjs)
+
+step "extract the examples"
+node "$here/examples.ts" "$app/examples"
+
+step "type-check under NodeNext and Bundler"
+tsc="$root/node_modules/.bin/tsc"
+# (no `cmd && echo ok` here: errexit ignores a failure on the left of &&)
+"$tsc" -p "$app/tsconfig.nodenext.json"
+echo "NodeNext: ok"
+"$tsc" -p "$app/tsconfig.bundler.json"
+echo "Bundler: ok"
+
+step "type-check the test kit's examples in the workspace (the kit is private, never packed)"
+kit="$root/.tmp/examples-testkit"
+node "$here/examples.ts" --testkit "$kit/examples"
+mkdir -p "$kit/node_modules/@sage"
+# Resolved like a backend's test file resolves them: workspace sources, "@sage/source" condition.
+ln -sfn "$root/packages/lock" "$kit/node_modules/@sage/lock"
+ln -sfn "$root/packages/node-redis" "$kit/node_modules/@sage/lock-node-redis"
+ln -sfn "$root/packages/testkit" "$kit/node_modules/@sage/lock-testkit"
+cat >"$kit/tsconfig.json" <<JSON
+{
+  "extends": "../../tsconfig.base.json",
+  "compilerOptions": { "noEmit": true, "composite": false, "incremental": false, "noUnusedLocals": false },
+  "include": ["examples"]
+}
+JSON
+"$tsc" -p "$kit/tsconfig.json"
+echo "test kit examples: ok"
+rm -rf "$kit"
+
+step "done in $(($(date +%s) - t0)) s"
