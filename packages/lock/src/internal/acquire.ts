@@ -107,12 +107,19 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
     const retryAfter = (
       holderRemainingMillis?: number
     ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
-      Effect.flatMap(nowMillis, (now) =>
-        Effect.flatMap(
-          nextDelay((policy ??= waitPolicy(settings)), attempts - 1, deadline - now, holderRemainingMillis),
-          (delay) => Effect.andThen(Effect.sleep(delay), attempt)
+      Effect.flatMap(nowMillis, (now) => {
+        policy ??= waitPolicy(settings)
+        if (wakeups !== undefined && registered) {
+          // Registered at the server: wait until a release names this waiter, polling only as a
+          // safety net (the exponent 30 means "at the cap").
+          return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) =>
+            Effect.andThen(wakeups.await(key, waiter!.id, delay), attempt)
+          )
+        }
+        return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) =>
+          Effect.andThen(Effect.sleep(delay), attempt)
         )
-      )
+      })
 
     const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = Effect.flatMap(
       nowMillis,

@@ -21,6 +21,11 @@ export interface Subscriber {
 interface Channel {
   /** Resumers of the fibers waiting on this channel, by waiter id. */
   readonly waiting: Map<string, Set<() => void>>
+  /**
+   * Wake-ups that arrived before their waiter started waiting (the release can reach this process
+   * before the busy reply that registered the waiter has been handled), by waiter id: when.
+   */
+  readonly early: Map<string, number>
   /** Settles when the subscription is in place (or failed: then messages just never come). */
   readonly ready: Promise<void>
   lastUsed: number
@@ -28,6 +33,9 @@ interface Channel {
 
 /** Subscriptions unused for this long are dropped. */
 const idleMillis = 60_000
+
+/** A wake-up that arrived before its waiter started waiting counts for this long. */
+const earlyWakeMillis = 1_000
 
 export const make = (options: {
   /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
@@ -46,14 +54,20 @@ export const make = (options: {
     }
 
     const onMessage = (channel: string) => (message: string) => {
-      const resumers = channels.get(channel)?.waiting.get(message)
-      if (resumers === undefined) return
+      const entry = channels.get(channel)
+      if (entry === undefined) return
+      const resumers = entry.waiting.get(message)
+      if (resumers === undefined || resumers.size === 0) {
+        entry.early.set(message, performance.now())
+        return
+      }
       for (const resume of resumers) resume()
     }
 
     const open = (channel: string): Channel => {
       const entry: Channel = {
         waiting: new Map(),
+        early: new Map(),
         ready: subscriber()
           .then((sub) => sub.subscribe(channel, onMessage(channel)))
           .then(
@@ -101,6 +115,12 @@ export const make = (options: {
           )
         }
         existing.lastUsed = performance.now()
+        const early = existing.early.get(waiterId)
+        if (early !== undefined) {
+          existing.early.delete(waiterId)
+          // A recent wake-up for this waiter came in just before it started waiting: act on it.
+          if (existing.lastUsed - early < earlyWakeMillis) return Effect.succeed(true)
+        }
         let woken = false
         let resumers = existing.waiting.get(waiterId)
         if (resumers === undefined) {
