@@ -24,6 +24,7 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
 import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
@@ -143,6 +144,10 @@ export const makeSentinel = (
     }
     if (!Array.isArray(options.sentinels) || options.sentinels.length === 0) {
       return yield* invalid("sentinels", JSON.stringify(options.sentinels), "at least one sentinel is needed")
+    }
+    for (const node of options.sentinels) {
+      const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
+      if (problem !== undefined) return yield* invalid("sentinels", JSON.stringify(node), problem)
     }
     const sentinel = yield* SentinelTopology.connect(
       {
@@ -331,14 +336,16 @@ export const layerSentinelConfig = (
 ): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
-    Effect.flatMap(Config.unwrap(options), (config) =>
-      makeSentinel({
-        name: config.name,
-        sentinels: commaList(config.sentinels).map(Address.parse),
-        nodeClientOptions: auth(config),
-        ...pool(config)
-      })
-    )
+    Effect.gen(function* () {
+      const config = yield* Config.unwrap(options)
+      const sentinels: Array<Address.HostPort> = []
+      for (const entry of commaList(config.sentinels)) {
+        const parsed = Address.parse(entry)
+        if (Result.isFailure(parsed)) return yield* invalid("sentinels", config.sentinels, parsed.failure)
+        sentinels.push(parsed.success)
+      }
+      return yield* makeSentinel({ name: config.name, sentinels, nodeClientOptions: auth(config), ...pool(config) })
+    })
   )
 
 /**
@@ -362,11 +369,11 @@ export const layerClusterConfig = (
 ): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
-    Effect.flatMap(Config.unwrap(options), (config) =>
-      makeCluster({
-        rootNodes: commaList(config.nodes).map((url) => ({ url })),
-        defaults: auth(config),
-        ...pool(config)
-      })
-    )
+    Effect.gen(function* () {
+      const config = yield* Config.unwrap(options)
+      const urls = commaList(config.nodes)
+      const bad = urls.find((url) => !/^rediss?:$/.test(URL.parse(url)?.protocol ?? ""))
+      if (bad !== undefined) return yield* invalid("nodes", config.nodes, `"${bad}" is not a redis:// or rediss:// URL`)
+      return yield* makeCluster({ rootNodes: urls.map((url) => ({ url })), defaults: auth(config), ...pool(config) })
+    })
   )

@@ -80,7 +80,7 @@ export const make = (options: {
 
     const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, RedisError> =>
       Effect.suspend(() => {
-        const { host, port } = Address.parse(address)
+        const { host, port } = Address.fromNodeName(address)
         const client: Client = createClient({
           ...options.clientOptions,
           // A dedicated connection is never reconnected: a broken one is dropped and replaced.
