@@ -66,16 +66,19 @@ const guardedWrite = <A>(
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
     const left = Effect.map(Clock.currentTimeMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
+    // An ASK redirect takes a second connection within what is left, not a fresh budget.
     const attempt = (address: string, asking: boolean) =>
-      pool.use(address, budget, (connection) =>
-        Effect.gen(function* () {
-          if (asking) yield* connection.send(["ASKING"], yield* left)
-          const [value, outcome] = yield* interpret(
-            yield* runScript(connection.send, script, request.key, args, yield* left)
-          )
-          if (outcome === "no-write") return value
-          return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
-        })
+      Effect.flatMap(left, (remaining) =>
+        pool.use(address, remaining, (connection) =>
+          Effect.gen(function* () {
+            if (asking) yield* connection.send(["ASKING"], yield* left)
+            const [value, outcome] = yield* interpret(
+              yield* runScript(connection.send, script, request.key, args, yield* left)
+            )
+            if (outcome === "no-write") return value
+            return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
+          })
+        )
       )
     // Everything after an applied write: the role, the client's view, the replicas.
     const checkWrite = (connection: { readonly address: string; readonly send: Send }, value: A, asking: boolean) =>
