@@ -25,7 +25,14 @@ export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
 ): Effect.Effect<Cluster, RedisError, Scope.Scope> =>
-  connectScoped("cluster", () => createCluster(options) as Cluster, timeoutMillis)
+  // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
+  // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
+  // client from opening a connection to each of them, which a stalled replica could hold up.
+  connectScoped(
+    "cluster",
+    () => createCluster({ ...options, useReplicas: true, minimizeConnections: true }) as Cluster,
+    timeoutMillis
+  )
 
 export const topology = (cluster: Cluster): Topology => ({
   description: "node-redis cluster",

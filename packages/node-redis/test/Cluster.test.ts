@@ -1,0 +1,38 @@
+// Cluster facts the shared contract cannot see: how many replicas WAIT asks for when a shard has
+// several, on a real cluster whose masters have two replicas each.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { clientOn } from "./support.ts"
+import { ClusterTopology, ServerBinary } from "@sage/lock-testkit"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+const [flavor] = ServerBinary.flavorsUnderTest()
+
+describe(`cluster on ${flavor}`, () => {
+  it.live("WAIT asks for every replica of the shard: one of two stalled means unacknowledged", () =>
+    Effect.gen(function* () {
+      // The node timeout is long so the stalled replica stays in the cluster's view.
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 2, nodeTimeoutMillis: 8_000 })
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+      })
+      const lock = yield* clientOn(backend)
+      assert.strictEqual(yield* Effect.succeed("both").pipe(lock.withLock("k", { waitTimeout: "2 seconds" })), "both")
+      const shard = yield* topology.shardForSlot(ClusterTopology.keySlot(`${lock.namespace}:{k}`))
+      assert.strictEqual(shard.replicas.length, 2)
+      const [stalled] = shard.replicas
+      yield* stalled!.pause
+      yield* Effect.addFinalizer(() => Effect.ignore(stalled!.resume))
+      let ran = false
+      const error = yield* Effect.sync(() => (ran = true)).pipe(
+        lock.withLock("k", { waitTimeout: "800 millis" }),
+        Effect.flip
+      )
+      assert.isFalse(ran, "one acknowledgement of two is not enough")
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unacknowledged")
+      const unacked = yield* clientOn(backend, { replicaAcknowledgement: false })
+      assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
+    })
+  )
+})
