@@ -1,5 +1,6 @@
-// Cluster facts the shared contract cannot see: how many replicas WAIT asks for when a shard has
-// several, on a real cluster whose masters have two replicas each.
+// Cluster facts the shared contract cannot see, because its cluster has one replica per master and
+// direct addresses: how many replicas WAIT asks for when a shard has several, and what
+// acknowledgement does on a cluster without replicas.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { clientOn } from "./support.ts"
@@ -31,6 +32,28 @@ describe(`cluster on ${flavor}`, () => {
       assert.isFalse(ran, "one acknowledgement of two is not enough")
       assert.strictEqual(error._tag, "TimedOut")
       if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unacknowledged")
+      const unacked = yield* clientOn(backend, { replicaAcknowledgement: false })
+      assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
+    })
+  )
+
+  it.live("with acknowledgement on, a deployment without replicas fails at once with NO_REPLICAS", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 0, nodeTimeoutMillis: 8_000 })
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+      })
+      const lock = yield* clientOn(backend)
+      const start = Date.now()
+      const error = yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "5 seconds" }), Effect.flip)
+      assert.isBelow(Date.now() - start, 1_500, "not an endless wait for replicas that do not exist")
+      assert.strictEqual(error._tag, "RedisError")
+      if (error._tag === "RedisError") {
+        assert.strictEqual(error.code, "NO_REPLICAS")
+        assert.include(error.reply, "replicaAcknowledgement: false")
+      }
+      const master = yield* topology.masterFor(`${lock.namespace}:{k}`)
+      assert.isNull(yield* master.command("GET", `${lock.namespace}:{k}`), "what was written is released")
       const unacked = yield* clientOn(backend, { replicaAcknowledgement: false })
       assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
     })

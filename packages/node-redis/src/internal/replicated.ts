@@ -34,6 +34,18 @@ export interface Topology {
 const failure = (code: string, reply: string, mayHaveExecuted: boolean): RedisError =>
   new RedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
 
+const noReplicas = (address: string): RedisError =>
+  new RedisError({
+    command: "WAIT",
+    kind: "server",
+    code: "NO_REPLICAS",
+    reply:
+      `the master ${address} has no replicas, so replica acknowledgement can never succeed: ` +
+      "add replicas, or set replicaAcknowledgement: false",
+    retryable: false,
+    mayHaveExecuted: true
+  })
+
 /** Errors after which the client's view of the topology is probably stale. */
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
 
@@ -93,6 +105,9 @@ const guardedWrite = <A>(
         // one: right after a failover the new master has fewer replicas than the view remembers, and a
         // master that lists none (restarted empty, isolated) must not pass with WAIT 0.
         const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+        // Neither the view nor the master knows a replica: the deployment has none, and waiting
+        // could only end in a timeout. Say so at once, naming the way out.
+        if (route.replicas === 0 && connected === 0) return yield* noReplicas(connection.address)
         const wanted = Math.max(1, Math.min(route.replicas, connected))
         const waitMillis = Math.floor(yield* left)
         if (waitMillis < 1) {
