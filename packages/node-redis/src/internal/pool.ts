@@ -6,7 +6,6 @@
 // renewal (within the usable lease) but never stretches them. A connection whose command failed,
 // timed out or was interrupted is destroyed rather than reused: its socket may still carry a late
 // reply or a blocked WAIT.
-import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -15,6 +14,7 @@ import { RedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
+import { monotonicMillis } from "./time.ts"
 
 type Client = ReturnType<typeof createClient>
 
@@ -70,10 +70,6 @@ const giveBack = (pool: NodePool): void => {
   next.granted = true
   Deferred.doneUnsafe(next.ready, Effect.void)
 }
-
-const monotonicMillis: Effect.Effect<number> = Clock.clockWith((clock) =>
-  Effect.sync(() => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n))
-)
 
 const exhausted = (address: string, timeoutMillis: number): RedisError =>
   new RedisError({

@@ -7,13 +7,13 @@
 // made on the same connection, and its timeout is what is left of the caller's budget (never 0,
 // which would block forever). A missing acknowledgement is a retryable failure; a write on a node
 // that is not the master is reported as such.
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Backend, LeaseRequest } from "@sage/lock/LockBackend"
 import { RedisError } from "@sage/lock/LockError"
 import { parseAcquire, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import * as Scripts from "./scripts.ts"
+import { monotonicMillis } from "./time.ts"
 
 /** Where a key's master is, and how many replicas the client's view lists for it. */
 export interface Route {
@@ -72,11 +72,11 @@ const guardedWrite = <A>(
   onNotMaster: (address: string) => Effect.Effect<A, RedisError>
 ): Effect.Effect<A, RedisError> =>
   Effect.gen(function* () {
-    const start = yield* Clock.currentTimeMillis
+    const start = yield* monotonicMillis
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
     // with its own explanation (POOL_EXHAUSTED, UNACKNOWLEDGED) rather than a bare timeout.
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
-    const left = Effect.map(Clock.currentTimeMillis, (now) => budget - (now - start))
+    const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
     // An ASK redirect takes a second connection within what is left, not a fresh budget.
     const attempt = (address: string, asking: boolean) =>
