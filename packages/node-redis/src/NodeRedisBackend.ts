@@ -91,7 +91,11 @@ export interface ClusterOptions extends CommonOptions {
   readonly rootNodes: RedisClusterOptions["rootNodes"]
   /** Options for every node connection (auth, TLS). */
   readonly defaults?: RedisClusterOptions["defaults"] | undefined
-  /** Maps the addresses nodes announce to reachable ones (NAT, proxies). */
+  /**
+   * Maps the addresses nodes announce (`host:port`) to reachable ones (NAT, Docker, proxies), as in
+   * node-redis: an object keyed by announced address, or a function. Both the cluster client and the
+   * lock's dedicated connections (every lock operation, redirects included) use it.
+   */
   readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
 }
 
@@ -184,7 +188,11 @@ export const makeCluster = (
       } as RedisClusterOptions,
       connectTimeout
     )
-    const pool = yield* Pool.make({ maxConnections, clientOptions: (options.defaults ?? {}) as RedisClientOptions })
+    const pool = yield* Pool.make({
+      maxConnections,
+      clientOptions: (options.defaults ?? {}) as RedisClientOptions,
+      resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
+    })
     return makeBackend(ClusterTopology.topology(cluster), pool)
   })
 

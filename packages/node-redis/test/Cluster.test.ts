@@ -58,4 +58,27 @@ describe(`cluster on ${flavor}`, () => {
       assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
     })
   )
+
+  it.live("nodeAddressMap carries lock traffic: a cluster reachable only through mapped addresses", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, nodeTimeoutMillis: 8_000 })
+      // Nothing listens on 127.0.0.2 (the nodes bind 127.0.0.1): the announced addresses are dead ends.
+      yield* ClusterTopology.announceHostname(topology, "127.0.0.2")
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
+        nodeAddressMap: (address) => {
+          const port = Number(address.slice(address.lastIndexOf(":") + 1))
+          return address.startsWith("127.0.0.2:") ? { host: "127.0.0.1", port } : undefined
+        }
+      })
+      const lock = yield* clientOn(backend, { leaseDuration: "1 second" })
+      const value = yield* Effect.sleep(700).pipe(
+        Effect.as("mapped"),
+        lock.withLock("behind-nat", { waitTimeout: "3 seconds" })
+      )
+      assert.strictEqual(value, "mapped", "acquired, renewed and released through the mapped addresses")
+      const master = yield* topology.masterFor(`${lock.namespace}:{behind-nat}`)
+      assert.isNull(yield* master.command("GET", `${lock.namespace}:{behind-nat}`))
+    })
+  )
 })

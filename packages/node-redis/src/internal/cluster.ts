@@ -7,6 +7,7 @@ import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
 import { connectScoped } from "./scopedClient.ts"
 import { slotOf } from "./slot.ts"
+import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 
@@ -33,6 +34,17 @@ export const connect = (
     () => createCluster({ ...options, useReplicas: true, minimizeConnections: true }) as Cluster,
     timeoutMillis
   )
+
+/** node-redis's `nodeAddressMap` as a lookup for the dedicated pool: announced name to reachable address. */
+export const addressMapper = (
+  map: RedisClusterOptions["nodeAddressMap"] | undefined
+): ((address: string) => HostPort | undefined) | undefined => {
+  if (map === undefined) return undefined
+  return (address) => {
+    const mapped = typeof map === "function" ? map(address) : map[address]
+    return mapped === undefined ? undefined : { host: mapped.host, port: mapped.port }
+  }
+}
 
 export const topology = (cluster: Cluster): Topology => ({
   description: "node-redis cluster",

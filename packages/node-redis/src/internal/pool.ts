@@ -88,6 +88,11 @@ const exhausted = (address: string, timeoutMillis: number): RedisError =>
 export const make = (options: {
   readonly maxConnections: number
   readonly clientOptions: RedisClientOptions
+  /**
+   * Where to connect for a node the topology names (e.g. a Cluster's `nodeAddressMap`: nodes behind
+   * NAT or a proxy announce addresses the client cannot reach); undefined keeps the named address.
+   */
+  readonly resolve?: ((address: string) => Address.HostPort | undefined) | undefined
 }): Effect.Effect<Pool, never, Scope.Scope> =>
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
@@ -110,7 +115,7 @@ export const make = (options: {
 
     const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, RedisError> =>
       Effect.suspend(() => {
-        const { host, port } = Address.fromNodeName(address)
+        const { host, port } = options.resolve?.(address) ?? Address.fromNodeName(address)
         const client: Client = createClient({
           ...options.clientOptions,
           // A dedicated connection is never reconnected: a broken one is dropped and replaced.
