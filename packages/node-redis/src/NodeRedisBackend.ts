@@ -28,7 +28,7 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
 import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
-import type { RedisClientOptions, RedisClusterOptions, RedisSentinelOptions } from "redis"
+import type { RedisClientOptions, RedisClusterOptions } from "redis"
 import * as Address from "./internal/address.ts"
 import * as ClusterTopology from "./internal/cluster.ts"
 import * as Pool from "./internal/pool.ts"
@@ -70,9 +70,16 @@ export interface Options
  * @since 0.1.0
  */
 export interface SentinelOptions extends CommonOptions {
-  /** The master name the sentinels monitor, e.g. `"mymaster"`. */
+  /**
+   * The master name the sentinels monitor, e.g. `"mymaster"`. A name the sentinels answer "no such
+   * master" for fails the layer at once with `InvalidArgument` on `name`.
+   */
   readonly name: string
-  /** Some sentinels to start from; the client discovers the rest. */
+  /**
+   * The sentinels to ask. All of them are asked at once, each question bounded, so one that is down
+   * or stalled costs nothing while another answers: list every sentinel (at least two or three).
+   * A malformed address is `InvalidArgument`.
+   */
   readonly sentinels: ReadonlyArray<{ readonly host: string; readonly port: number }>
   /** Options for connections to the data nodes (auth, TLS). */
   readonly nodeClientOptions?: RedisClientOptions | undefined
@@ -153,17 +160,16 @@ export const makeSentinel = (
       const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
       if (problem !== undefined) return yield* invalid("sentinels", JSON.stringify(node), problem)
     }
-    const sentinel = yield* SentinelTopology.connect(
+    const topology = yield* SentinelTopology.connect(
       {
         name: options.name,
-        sentinelRootNodes: options.sentinels.map(({ host, port }) => ({ host, port })),
-        ...(options.nodeClientOptions === undefined ? {} : { nodeClientOptions: options.nodeClientOptions }),
-        ...(options.sentinelClientOptions === undefined ? {} : { sentinelClientOptions: options.sentinelClientOptions })
-      } as RedisSentinelOptions,
+        sentinels: options.sentinels.map(({ host, port }) => ({ host, port })),
+        sentinelClientOptions: options.sentinelClientOptions
+      },
       connectTimeout
     )
     const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
-    return makeBackend(SentinelTopology.topology(sentinel, options.name), pool)
+    return makeBackend(topology, pool)
   })
 
 /**

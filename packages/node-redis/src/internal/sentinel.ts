@@ -1,56 +1,209 @@
-// The Sentinel topology: a node-redis Sentinel client follows the master through failovers and
-// lists the replicas the sentinels consider healthy; lock operations go to that master on
-// dedicated connections.
+// The Sentinel topology: which node is the master, and how many healthy replicas it has, as the
+// sentinels report it. Lock operations go to that master on dedicated connections; this module only
+// keeps the view.
+//
+// It asks the sentinels itself instead of running node-redis's Sentinel client, whose connect waits
+// for every sentinel and replica connection in turn with no bound of its own: one stalled (SIGSTOP)
+// sentinel or replica held the layer, the calls waiting on it and the shutdown until it resumed.
+// Here every sentinel has its own small client, every question carries its own timeout and is
+// asked of all sentinels at once, data nodes are never connected to (replicas are only counted), and
+// closing destroys the clients without waiting for anyone. The view is refreshed every second and
+// at once when an operation meets a stale one.
 import * as Effect from "effect/Effect"
-import { RedisError } from "@sage/lock/LockError"
-import { createSentinel, type RedisSentinelOptions } from "redis"
 import type * as Scope from "effect/Scope"
+import { InvalidArgument, RedisError } from "@sage/lock/LockError"
+import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
+import { classify, isUnknownMasterReply } from "./classify.ts"
 import type { Topology } from "./replicated.ts"
-import { connectScoped } from "./scopedClient.ts"
+import { defaultReconnect } from "./standalone.ts"
 
-type Sentinel = ReturnType<typeof createSentinel>
+type Client = ReturnType<typeof createClient>
 
-const noMaster = (name: string): RedisError =>
+/** The master and its healthy replicas, as the best-informed sentinel reports them. */
+interface View {
+  readonly master: Address.HostPort | undefined
+  readonly replicas: number
+  readonly epoch: number
+}
+
+/** One sentinel's answer: its view, "unknown" (it monitors no master of that name), or no answer. */
+type Answer = View | "unknown" | RedisError
+
+const askTimeoutMillis = 1_000
+const refreshEveryMillis = 1_000
+
+/** A field map as a record: RESP2 `[k1, v1, k2, v2, ...]`, or RESP3's map (an object or a `Map`). */
+const pairs = (reply: unknown): Record<string, string> => {
+  const fields: Record<string, string> = {}
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1])
+  } else if (reply instanceof Map) {
+    for (const [key, value] of reply) fields[String(key)] = String(value)
+  } else if (typeof reply === "object" && reply !== null) {
+    for (const [key, value] of Object.entries(reply)) fields[key] = String(value)
+  }
+  return fields
+}
+
+/** A node a sentinel can vouch for: not subjectively down, connected, not mid-failover. */
+const healthy = (fields: Record<string, string>): boolean => {
+  const flags = (fields["flags"] ?? "").split(",")
+  return !flags.some((flag) => flag === "s_down" || flag === "o_down" || flag === "disconnected")
+}
+
+const noMaster = (name: string, why: string): RedisError =>
   new RedisError({
     command: "route",
     kind: "server",
     code: "MASTERDOWN",
-    reply: `the sentinels know no master for ${name} right now`,
+    reply: `the sentinels know no master for ${name} right now (${why})`,
     retryable: true,
     mayHaveExecuted: false
   })
 
-/** Connects the sentinel client (bounded) and closes it with the scope. */
+export interface SentinelOptions {
+  readonly name: string
+  readonly sentinels: ReadonlyArray<Address.HostPort>
+  readonly sentinelClientOptions?: RedisClientOptions | undefined
+}
+
+/**
+ * Connects to the sentinels and waits, at most `timeoutMillis`, for a first view of the master.
+ * Fails at once with `InvalidArgument` when every sentinel that answers monitors no master called
+ * `name`. The clients close with the scope, without waiting for stalled peers.
+ */
 export const connect = (
-  options: RedisSentinelOptions,
+  options: SentinelOptions,
   timeoutMillis: number
-): Effect.Effect<Sentinel, RedisError, Scope.Scope> =>
-  // One replica connection per replica keeps the replica list current; one master connection
-  // serves the topology client itself (lock operations use the dedicated pool).
-  connectScoped(
-    "sentinel",
-    () => createSentinel({ masterPoolSize: 1, replicaPoolSize: 1, ...options }) as Sentinel,
-    timeoutMillis
+): Effect.Effect<Topology, RedisError | InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { name } = options
+    const clients = yield* Effect.acquireRelease(
+      Effect.sync(() => options.sentinels.map((node) => sentinelClient(node, options.sentinelClientOptions))),
+      (clients) => Effect.sync(() => clients.forEach((client) => client.destroy()))
+    )
+    const observe: Effect.Effect<ReadonlyArray<Answer>> = Effect.forEach(clients, (client) => ask(client, name), {
+      concurrency: "unbounded"
+    })
+    let view: View | undefined
+    const adopt = (answers: ReadonlyArray<Answer>): void => {
+      const best = bestView(answers)
+      // A view with an older epoch (a sentinel that missed the failover) never replaces a newer one.
+      if (best !== undefined && (view === undefined || best.epoch >= view.epoch)) view = best
+    }
+
+    let lastWhy = "no sentinel answered"
+    const first = Effect.gen(function* () {
+      while (true) {
+        const answers = yield* observe
+        adopt(answers)
+        if (view?.master !== undefined) return
+        const unknown = answers.filter((a) => a === "unknown").length
+        // "No such master" is definitive for the sentinel that says it; once most sentinels (or every
+        // one that is connected) say it and none knows the master, waiting cannot help.
+        const answered = answers.filter((a) => !(a instanceof RedisError)).length
+        const offline = answers.some((a) => a instanceof RedisError && a.code === "OFFLINE")
+        if (unknown > 0 && answered === unknown && (unknown > clients.length / 2 || !offline)) {
+          return yield* new InvalidArgument({
+            field: "name",
+            value: name,
+            reason: `the sentinels monitor no master named "${name}"`
+          })
+        }
+        const failure = answers.find((a): a is RedisError => a instanceof RedisError)
+        lastWhy = answered > 0 ? "no healthy master reported" : (failure?.reply ?? lastWhy)
+        yield* Effect.sleep(100)
+      }
+    })
+    yield* first.pipe(
+      Effect.timeoutOrElse({
+        duration: timeoutMillis,
+        orElse: () =>
+          Effect.fail(
+            classify(
+              "sentinel connect",
+              new Error(`no master for ${name} found through the sentinels within ${timeoutMillis} ms (${lastWhy})`)
+            )
+          )
+      })
+    )
+
+    // Kept current in the background; `refresh` asks at once (one question in flight at a time).
+    let refreshing = false
+    const refreshNow = Effect.suspend(() => {
+      if (refreshing) return Effect.void
+      refreshing = true
+      return observe.pipe(Effect.map(adopt), Effect.ensuring(Effect.sync(() => (refreshing = false))))
+    })
+    yield* Effect.forkScoped(Effect.forever(Effect.sleep(refreshEveryMillis).pipe(Effect.andThen(refreshNow))))
+    const scope = yield* Effect.scope
+
+    return {
+      description: "node-redis sentinel",
+      route: () =>
+        Effect.suspend(() =>
+          view?.master === undefined
+            ? Effect.fail(noMaster(name, lastWhy))
+            : Effect.succeed({ address: Address.format(view.master), replicas: view.replicas })
+        ),
+      isMaster: (_key, address) => view?.master !== undefined && Address.format(view.master) === address,
+      refresh: () => Effect.asVoid(Effect.forkIn(refreshNow, scope))
+    } satisfies Topology
+  })
+
+const sentinelClient = (node: Address.HostPort, options: RedisClientOptions | undefined): Client => {
+  const client = createClient({
+    ...options,
+    socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port },
+    // A question to a sentinel that is not connected fails at once; another sentinel answers it.
+    disableOfflineQueue: true
+  } as RedisClientOptions) as Client
+  client.on("error", () => {})
+  // Never awaited: a stalled sentinel may hold its handshake forever, and nothing waits for it.
+  client.connect().catch(() => {})
+  return client
+}
+
+const send = (client: Client, args: ReadonlyArray<string>): Effect.Effect<unknown, RedisError> =>
+  Effect.tryPromise({
+    try: (signal) => client.sendCommand([...args], { timeout: askTimeoutMillis, abortSignal: signal }),
+    catch: (error) => classify(args.slice(0, 2).join(" "), error)
+  }).pipe(
+    Effect.timeoutOrElse({
+      duration: askTimeoutMillis + 100,
+      orElse: () => Effect.fail(classify(args.slice(0, 2).join(" "), new Error("the sentinel did not answer")))
+    })
   )
 
-export const topology = (sentinel: Sentinel, name: string): Topology => ({
-  description: "node-redis sentinel",
-  route: () =>
-    Effect.suspend(() => {
-      const master = sentinel.getMasterNode()
-      if (master === undefined) return Effect.fail(noMaster(name))
-      return Effect.succeed({ address: Address.format(master), replicas: sentinel.getReplicaNodes().size })
-    }),
-  isMaster: (_key, address) => {
-    const master = sentinel.getMasterNode()
-    return master !== undefined && Address.format(master) === address
-  },
-  // The client re-reads the sentinels on +switch-master and on its own connection errors; a cheap
-  // command through it surfaces a changed master sooner.
-  refresh: () =>
-    Effect.tryPromise(() => sentinel.sendCommand(false, ["PING"], { timeout: 1_000 })).pipe(
-      Effect.timeoutOption(1_000),
-      Effect.ignore
+/** One sentinel's view of the master `name` and its healthy replicas. */
+const ask = (client: Client, name: string): Effect.Effect<Answer> =>
+  Effect.gen(function* () {
+    const master = pairs(yield* send(client, ["SENTINEL", "MASTER", name]))
+    const port = Number(master["port"])
+    const epoch = Number(master["config-epoch"] ?? 0)
+    const address = { host: master["ip"] ?? "", port }
+    const usable = healthy(master) && !(master["flags"] ?? "").includes("failover_in_progress")
+    const replies = yield* send(client, ["SENTINEL", "REPLICAS", name])
+    const replicas = Array.isArray(replies) ? replies.map(pairs).filter(healthy).length : 0
+    const valid = usable && Address.checkHost(address.host) === undefined && Address.checkPort(port) === undefined
+    return { master: valid ? address : undefined, replicas, epoch } satisfies View
+  }).pipe(
+    Effect.catch((error: RedisError) =>
+      Effect.succeed<Answer>(error.kind === "server" && isUnknownMasterReply(error.reply) ? "unknown" : error)
     )
-})
+  )
+
+/** The answer with the newest configuration epoch that names a usable master, else any answer. */
+const bestView = (answers: ReadonlyArray<Answer>): View | undefined => {
+  let best: View | undefined
+  for (const answer of answers) {
+    if (answer === "unknown" || answer instanceof RedisError) continue
+    if (answer.master === undefined) {
+      best ??= answer
+      continue
+    }
+    if (best?.master === undefined || answer.epoch > best.epoch) best = answer
+  }
+  return best
+}
