@@ -13,6 +13,7 @@ import { RedisError } from "@sage/lock/LockError"
 import { parseAcquire, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import * as Scripts from "./scripts.ts"
+import * as StrayWrites from "./strayWrites.ts"
 import { monotonicMillis } from "./time.ts"
 
 /** Where a key's master is, and how many replicas the client's view lists for it. */
@@ -134,41 +135,69 @@ const guardedWrite = <A>(
     )
   })
 
+/** Compare-and-delete on nodes outside the current view, best effort within `timeoutMillis`. */
+const releaseStrays = (pool: Pool, addresses: ReadonlyArray<string>, request: LeaseRequest): Effect.Effect<void> =>
+  Effect.forEach(
+    addresses,
+    (address) =>
+      pool.use(address, request.timeoutMillis, (connection) =>
+        runScript(connection.send, Scripts.release, request.key, [request.token], request.timeoutMillis)
+      ),
+    { concurrency: "unbounded", discard: true }
+  ).pipe(Effect.ignore)
+
 /** The lock backend over a replicated topology and its dedicated pool. */
-export const makeBackend = (topology: Topology, pool: Pool): Backend => ({
-  description: topology.description,
-  acquire: (request) =>
-    guardedWrite(
-      topology,
-      pool,
-      request,
-      Scripts.acquire,
-      [request.token, String(request.leaseMillis)],
-      (reply) =>
-        Effect.map(
-          parseAcquire(reply),
-          (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
-        ),
-      (address) => Effect.succeed({ _tag: "NotMaster", address } as const)
-    ),
-  renew: (request) =>
-    guardedWrite(
-      topology,
-      pool,
-      request,
-      Scripts.renew,
-      [request.token, String(request.leaseMillis)],
-      (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
-      (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
-    ),
-  release: (request) =>
-    guardedWrite(
-      topology,
-      pool,
-      { ...request, acknowledge: false },
-      Scripts.release,
-      [request.token],
-      (reply) => Effect.succeed([reply === 1, "no-write"] as const),
-      () => Effect.succeed(false)
-    )
-})
+export const makeBackend = (topology: Topology, pool: Pool): Backend => {
+  const strays = StrayWrites.make()
+  return {
+    description: topology.description,
+    acquire: (request) =>
+      guardedWrite(
+        topology,
+        pool,
+        request,
+        Scripts.acquire,
+        [request.token, String(request.leaseMillis)],
+        (reply) =>
+          Effect.map(
+            parseAcquire(reply),
+            (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
+          ),
+        (address) =>
+          Effect.sync(() => {
+            strays.remember(request.key, request.token, address)
+            return { _tag: "NotMaster", address } as const
+          })
+      ),
+    renew: (request) =>
+      guardedWrite(
+        topology,
+        pool,
+        request,
+        Scripts.renew,
+        [request.token, String(request.leaseMillis)],
+        (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
+        (address) => {
+          strays.remember(request.key, request.token, address)
+          return Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
+        }
+      ),
+    release: (request) => {
+      const onMaster = guardedWrite(
+        topology,
+        pool,
+        { ...request, acknowledge: false },
+        Scripts.release,
+        [request.token],
+        (reply) => Effect.succeed([reply === 1, "no-write"] as const),
+        () => Effect.succeed(false)
+      )
+      // A node that took this token's write outside the view is cleaned too; only the master's reply counts.
+      const elsewhere = strays.take(request.key, request.token)
+      if (elsewhere.length === 0) return onMaster
+      return Effect.all([Effect.result(onMaster), releaseStrays(pool, elsewhere, request)], {
+        concurrency: "unbounded"
+      }).pipe(Effect.flatMap(([result]) => Effect.fromResult(result)))
+    }
+  }
+}
