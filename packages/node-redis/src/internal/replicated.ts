@@ -146,43 +146,46 @@ const releaseStrays = (pool: Pool, addresses: ReadonlyArray<string>, request: Le
     { concurrency: "unbounded", discard: true }
   ).pipe(Effect.ignore)
 
-/** The lock backend over a replicated topology and its dedicated pool. */
-export const makeBackend = (topology: Topology, pool: Pool): Backend => {
-  const strays = StrayWrites.make()
-  return {
-    description: topology.description,
-    acquire: (request) =>
-      guardedWrite(
-        topology,
-        pool,
-        request,
-        Scripts.acquire,
-        [request.token, String(request.leaseMillis)],
-        (reply) =>
-          Effect.map(
-            parseAcquire(reply),
-            (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
-          ),
-        (address) =>
-          Effect.sync(() => {
-            strays.remember(request.key, request.token, address)
-            return { _tag: "NotMaster", address } as const
-          })
-      ),
-    renew: (request) =>
-      guardedWrite(
-        topology,
-        pool,
-        request,
-        Scripts.renew,
-        [request.token, String(request.leaseMillis)],
-        (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
-        (address) => {
+/**
+ * The lock backend over a replicated topology and its dedicated pool. `strays` records writes that
+ * landed outside the view, for the release that follows (see strayWrites.ts).
+ */
+export const makeBackend = (topology: Topology, pool: Pool, strays = StrayWrites.make()): Backend => ({
+  description: topology.description,
+  acquire: (request) =>
+    guardedWrite(
+      topology,
+      pool,
+      request,
+      Scripts.acquire,
+      [request.token, String(request.leaseMillis)],
+      (reply) =>
+        Effect.map(
+          parseAcquire(reply),
+          (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
+        ),
+      (address) =>
+        Effect.sync(() => {
+          strays.remember(request.key, request.token, address)
+          return { _tag: "NotMaster", address } as const
+        })
+    ),
+  renew: (request) =>
+    guardedWrite(
+      topology,
+      pool,
+      request,
+      Scripts.renew,
+      [request.token, String(request.leaseMillis)],
+      (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
+      (address) =>
+        Effect.suspend(() => {
           strays.remember(request.key, request.token, address)
           return Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
-        }
-      ),
-    release: (request) => {
+        })
+    ),
+  release: (request) =>
+    Effect.suspend(() => {
       const onMaster = guardedWrite(
         topology,
         pool,
@@ -198,6 +201,5 @@ export const makeBackend = (topology: Topology, pool: Pool): Backend => {
       return Effect.all([Effect.result(onMaster), releaseStrays(pool, elsewhere, request)], {
         concurrency: "unbounded"
       }).pipe(Effect.flatMap(([result]) => Effect.fromResult(result)))
-    }
-  }
-}
+    })
+})
