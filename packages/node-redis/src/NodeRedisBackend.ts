@@ -76,9 +76,9 @@ export interface SentinelOptions extends CommonOptions {
    */
   readonly name: string
   /**
-   * The sentinels to ask. All of them are asked at once, each question bounded, so one that is down
-   * or stalled costs nothing while another answers: list every sentinel (at least two or three).
-   * A malformed address is `InvalidArgument`.
+   * Some sentinels to start from; the client also asks the others they report. All are asked at
+   * once, each question bounded, so one that is down or stalled costs nothing while another
+   * answers: list more than one. A malformed address is `InvalidArgument`.
    */
   readonly sentinels: ReadonlyArray<{ readonly host: string; readonly port: number }>
   /** Options for connections to the data nodes (auth, TLS). */

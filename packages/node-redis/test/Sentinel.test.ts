@@ -92,4 +92,37 @@ describe(`sentinel client on ${flavor} with stalled peers`, () => {
       }
     })
   )
+
+  it.live(
+    "sentinels the client was not given are discovered: it follows a failover with its only listed one stalled",
+    () =>
+      Effect.gen(function* () {
+        const topology = yield* SentinelTopology.start({ flavor: flavor!, downAfterMillis: 8_000 })
+        const [listed] = topology.sentinels
+        const backend = yield* NodeRedisBackend.makeSentinel({
+          name: topology.masterName,
+          sentinels: [{ host: listed!.host, port: listed!.port }]
+        })
+        const lock = yield* clientOn(backend, { replicaAcknowledgement: false })
+        assert.strictEqual(yield* Effect.succeed(1).pipe(lock.withLock("k", { waitTimeout: "2 seconds" })), 1)
+        yield* Effect.sleep(1_500) // a refresh or two: the other sentinels are known by now
+        yield* listed!.pause
+        yield* Effect.addFinalizer(() => Effect.ignore(listed!.resume))
+        const promoted = yield* SentinelTopology.failover(topology)
+        // The view follows within a refresh or two; until then the demoted master may still say
+        // ROLE = master (acknowledgement is off here), so poll rather than expect the first call.
+        const onPromoted = Effect.gen(function* () {
+          return yield* promoted.command("GET", `${lock.namespace}:{k}`)
+        }).pipe(
+          lock.withLock("k", { waitTimeout: "2 seconds" }),
+          Effect.orElseSucceed(() => null)
+        )
+        let moved = false
+        for (let i = 0; i < 20 && !moved; i++) {
+          moved = (yield* onPromoted) !== null
+          if (!moved) yield* Effect.sleep(250)
+        }
+        assert.isTrue(moved, "the lock is taken on the promoted master, found through a discovered sentinel")
+      })
+  )
 })

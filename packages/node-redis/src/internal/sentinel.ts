@@ -8,7 +8,8 @@
 // Here every sentinel has its own small client, every question carries its own timeout and is
 // asked of all sentinels at once, data nodes are never connected to (replicas are only counted), and
 // closing destroys the clients without waiting for anyone. The view is refreshed every second and
-// at once when an operation meets a stale one.
+// at once when an operation meets a stale one; sentinels the others report are asked too.
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { InvalidArgument, RedisError } from "@sage/lock/LockError"
@@ -25,6 +26,8 @@ interface View {
   readonly master: Address.HostPort | undefined
   readonly replicas: number
   readonly epoch: number
+  /** The other sentinels this one knows, so the client also asks sentinels it was not given. */
+  readonly sentinels: ReadonlyArray<Address.HostPort>
 }
 
 /** One sentinel's answer: its view, "unknown" (it monitors no master of that name), or no answer. */
@@ -32,6 +35,8 @@ type Answer = View | "unknown" | RedisError
 
 const askTimeoutMillis = 1_000
 const refreshEveryMillis = 1_000
+/** Discovery never grows the set of sentinel clients past this. */
+const maxSentinels = 16
 
 /** A field map as a record: RESP2 `[k1, v1, k2, v2, ...]`, or RESP3's map (an object or a `Map`). */
 const pairs = (reply: unknown): Record<string, string> => {
@@ -83,21 +88,45 @@ export const connect = (
       Effect.sync(() => options.sentinels.map((node) => sentinelClient(node, options.sentinelClientOptions))),
       (clients) => Effect.sync(() => clients.forEach((client) => client.destroy()))
     )
-    const observe: Effect.Effect<ReadonlyArray<Answer>> = Effect.forEach(clients, (client) => ask(client, name), {
-      concurrency: "unbounded"
-    })
-    let view: View | undefined
-    const adopt = (answers: ReadonlyArray<Answer>): void => {
-      const best = bestView(answers)
-      // A view with an older epoch (a sentinel that missed the failover) never replaces a newer one.
-      if (best !== undefined && (view === undefined || best.epoch >= view.epoch)) view = best
+    const known = new Set(options.sentinels.map(Address.format))
+    const discover = (nodes: ReadonlyArray<Address.HostPort>): void => {
+      for (const node of nodes) {
+        if (known.has(Address.format(node)) || clients.length >= maxSentinels) continue
+        known.add(Address.format(node))
+        clients.push(sentinelClient(node, options.sentinelClientOptions))
+      }
     }
+
+    let view: View | undefined
+    const found = Deferred.makeUnsafe<void>()
+    // Each answer counts as soon as it arrives: a sentinel that stalls mid-question delays no one.
+    // A newer epoch (a finished failover) always wins; an older one (a sentinel that missed it)
+    // never does; at the same epoch, an answer naming a master replaces one that names none.
+    const adopt = (answer: Answer): void => {
+      if (answer === "unknown" || answer instanceof RedisError) return
+      if (
+        view === undefined ||
+        answer.epoch > view.epoch ||
+        (answer.epoch === view.epoch && answer.master !== undefined)
+      ) {
+        view = answer
+      }
+      discover(answer.sentinels)
+      if (view.master !== undefined) Deferred.doneUnsafe(found, Effect.void)
+    }
+    const observe: Effect.Effect<ReadonlyArray<Answer>> = Effect.suspend(() =>
+      Effect.forEach(
+        [...clients],
+        (client) => Effect.tap(ask(client, name), (answer) => Effect.sync(() => adopt(answer))),
+        { concurrency: "unbounded" }
+      )
+    )
 
     let lastWhy = "no sentinel answered"
     const first = Effect.gen(function* () {
       while (true) {
-        const answers = yield* observe
-        adopt(answers)
+        const settled = Effect.as(Deferred.await(found), [] as ReadonlyArray<Answer>)
+        const answers: ReadonlyArray<Answer> = yield* Effect.raceFirst(observe, settled)
         if (view?.master !== undefined) return
         const unknown = answers.filter((a) => a === "unknown").length
         // "No such master" is definitive for the sentinel that says it; once most sentinels (or every
@@ -134,7 +163,7 @@ export const connect = (
     const refreshNow = Effect.suspend(() => {
       if (refreshing) return Effect.void
       refreshing = true
-      return observe.pipe(Effect.map(adopt), Effect.ensuring(Effect.sync(() => (refreshing = false))))
+      return observe.pipe(Effect.ensuring(Effect.sync(() => (refreshing = false))))
     })
     yield* Effect.forkScoped(Effect.forever(Effect.sleep(refreshEveryMillis).pipe(Effect.andThen(refreshNow))))
     const scope = yield* Effect.scope
@@ -187,23 +216,17 @@ const ask = (client: Client, name: string): Effect.Effect<Answer> =>
     const replies = yield* send(client, ["SENTINEL", "REPLICAS", name])
     const replicas = Array.isArray(replies) ? replies.map(pairs).filter(healthy).length : 0
     const valid = usable && Address.checkHost(address.host) === undefined && Address.checkPort(port) === undefined
-    return { master: valid ? address : undefined, replicas, epoch } satisfies View
+    const others = yield* send(client, ["SENTINEL", "SENTINELS", name]).pipe(Effect.orElseSucceed(() => []))
+    return { master: valid ? address : undefined, replicas, epoch, sentinels: nodesOf(others) } satisfies View
   }).pipe(
     Effect.catch((error: RedisError) =>
       Effect.succeed<Answer>(error.kind === "server" && isUnknownMasterReply(error.reply) ? "unknown" : error)
     )
   )
 
-/** The answer with the newest configuration epoch that names a usable master, else any answer. */
-const bestView = (answers: ReadonlyArray<Answer>): View | undefined => {
-  let best: View | undefined
-  for (const answer of answers) {
-    if (answer === "unknown" || answer instanceof RedisError) continue
-    if (answer.master === undefined) {
-      best ??= answer
-      continue
-    }
-    if (best?.master === undefined || answer.epoch > best.epoch) best = answer
-  }
-  return best
-}
+/** The healthy, well-formed addresses in a `SENTINEL SENTINELS` or `SENTINEL REPLICAS` reply. */
+const nodesOf = (reply: unknown): Array<Address.HostPort> =>
+  (Array.isArray(reply) ? reply.map(pairs) : []).filter(healthy).flatMap((fields) => {
+    const node = { host: fields["ip"] ?? "", port: Number(fields["port"]) }
+    return Address.checkHost(node.host) === undefined && Address.checkPort(node.port) === undefined ? [node] : []
+  })
