@@ -42,6 +42,12 @@ export interface KeyCodec<in K> {
 /**
  * Builds a codec from a function that returns the canonical text, or fails with a reason.
  *
+ * **Details**
+ * The text is checked before any codec's result is used: it must be a non-empty, well-formed
+ * string. An empty text would leave the Cluster hash tag empty, and a string with lone surrogates
+ * has no faithful UTF-8 form (the server would store U+FFFD, so distinct keys would meet), so
+ * both are rejected with a reason, which the lock reports as `InvalidArgument` on `key`.
+ *
  * @example
  * ```ts
  * import { Result } from "effect"
@@ -57,8 +63,16 @@ export interface KeyCodec<in K> {
 export const make = <K>(name: string, encode: (key: K) => Result.Result<string, string>): KeyCodec<K> => ({
   [TypeId]: TypeId,
   name,
-  encode
+  encode: (key) => Result.flatMap(encode(key), checkText)
 })
+
+/** What every codec's text must be: a non-empty string with a faithful UTF-8 form. */
+const checkText = (text: unknown): Result.Result<string, string> =>
+  typeof text !== "string"
+    ? Result.fail(`the codec returned ${typeof text}, not a string`)
+    : text.isWellFormed()
+      ? nonEmpty(text)
+      : Result.fail("the encoded key contains lone surrogates and has no faithful UTF-8 form")
 
 const nonEmpty = (text: string): Result.Result<string, string> =>
   text.length === 0 ? Result.fail("a lock key must not be empty") : Result.succeed(text)

@@ -57,6 +57,15 @@ describe("KeyCodec", () => {
     assert.strictEqual(ok(Record, { z: 1, a: 2 }), ok(Record, { a: 2, z: 1 }))
     assert.include(rejected(codec, { bank: 1 } as never), "schema")
   })
+
+  it("make: a custom codec's text is checked (empty, lone surrogates, not a string)", () => {
+    const raw = KeyCodec.make<unknown>("raw", (key) => Result.succeed(key as string))
+    assert.strictEqual(ok(raw, "a"), "a")
+    assert.include(rejected(raw, ""), "empty")
+    assert.include(rejected(raw, "\uD800"), "surrogate")
+    assert.include(rejected(raw, "x\uDBFFy"), "surrogate")
+    assert.include(rejected(raw, 42), "string")
+  })
 })
 
 describe("lock keys", () => {
@@ -74,5 +83,11 @@ describe("lock keys", () => {
     }
     assert.strictEqual(seen.size, texts.length, "escaping is one-to-one")
     assert.strictEqual(lockKey("ns", "a{b}%"), "ns:{a%7Bb%7D%25}")
+  })
+
+  it("lone surrogates that reach the key format are escaped, so they never meet as U+FFFD", () => {
+    const keys = ["\uD800", "\uDBFF", "\uFFFD", "%uD800"].map((text) => lockKey("ns", text))
+    assert.strictEqual(new Set(keys).size, keys.length)
+    for (const key of keys) assert.isTrue(key.isWellFormed(), key)
   })
 })

@@ -24,10 +24,11 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
 import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
-import type { RedisClientOptions, RedisClusterOptions, RedisSentinelOptions } from "redis"
+import type { RedisClientOptions, RedisClusterOptions } from "redis"
 import * as Address from "./internal/address.ts"
 import * as ClusterTopology from "./internal/cluster.ts"
 import * as Pool from "./internal/pool.ts"
@@ -69,9 +70,16 @@ export interface Options
  * @since 0.1.0
  */
 export interface SentinelOptions extends CommonOptions {
-  /** The master name the sentinels monitor, e.g. `"mymaster"`. */
+  /**
+   * The master name the sentinels monitor, e.g. `"mymaster"`. A name the sentinels answer "no such
+   * master" for fails the layer at once with `InvalidArgument` on `name`.
+   */
   readonly name: string
-  /** Some sentinels to start from; the client discovers the rest. */
+  /**
+   * Some sentinels to start from; the client also asks the others they report. All are asked at
+   * once, each question bounded, so one that is down or stalled costs nothing while another
+   * answers: list more than one. A malformed address is `InvalidArgument`.
+   */
   readonly sentinels: ReadonlyArray<{ readonly host: string; readonly port: number }>
   /** Options for connections to the data nodes (auth, TLS). */
   readonly nodeClientOptions?: RedisClientOptions | undefined
@@ -90,7 +98,11 @@ export interface ClusterOptions extends CommonOptions {
   readonly rootNodes: RedisClusterOptions["rootNodes"]
   /** Options for every node connection (auth, TLS). */
   readonly defaults?: RedisClusterOptions["defaults"] | undefined
-  /** Maps the addresses nodes announce to reachable ones (NAT, proxies). */
+  /**
+   * Maps the addresses nodes announce (`host:port`) to reachable ones (NAT, Docker, proxies), as in
+   * node-redis: an object keyed by announced address, or a function. Both the cluster client and the
+   * lock's dedicated connections (every lock operation, redirects included) use it.
+   */
   readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
 }
 
@@ -144,17 +156,21 @@ export const makeSentinel = (
     if (!Array.isArray(options.sentinels) || options.sentinels.length === 0) {
       return yield* invalid("sentinels", JSON.stringify(options.sentinels), "at least one sentinel is needed")
     }
-    const sentinel = yield* SentinelTopology.connect(
+    for (const node of options.sentinels) {
+      const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
+      if (problem !== undefined) return yield* invalid("sentinels", JSON.stringify(node), problem)
+    }
+    const topology = yield* SentinelTopology.connect(
       {
         name: options.name,
-        sentinelRootNodes: options.sentinels.map(({ host, port }) => ({ host, port })),
-        ...(options.nodeClientOptions === undefined ? {} : { nodeClientOptions: options.nodeClientOptions }),
-        ...(options.sentinelClientOptions === undefined ? {} : { sentinelClientOptions: options.sentinelClientOptions })
-      } as RedisSentinelOptions,
+        sentinels: options.sentinels.map(({ host, port }) => ({ host, port })),
+        sentinelClientOptions: options.sentinelClientOptions,
+        nodeClientOptions: options.nodeClientOptions
+      },
       connectTimeout
     )
     const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
-    return yield* makeBackend(SentinelTopology.topology(sentinel, options.name), pool)
+    return yield* makeBackend(topology, pool)
   })
 
 /**
@@ -179,7 +195,11 @@ export const makeCluster = (
       } as RedisClusterOptions,
       connectTimeout
     )
-    const pool = yield* Pool.make({ maxConnections, clientOptions: (options.defaults ?? {}) as RedisClientOptions })
+    const pool = yield* Pool.make({
+      maxConnections,
+      clientOptions: (options.defaults ?? {}) as RedisClientOptions,
+      resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
+    })
     return yield* makeBackend(ClusterTopology.topology(cluster), pool)
   })
 
@@ -331,14 +351,16 @@ export const layerSentinelConfig = (
 ): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
-    Effect.flatMap(Config.unwrap(options), (config) =>
-      makeSentinel({
-        name: config.name,
-        sentinels: commaList(config.sentinels).map(Address.parse),
-        nodeClientOptions: auth(config),
-        ...pool(config)
-      })
-    )
+    Effect.gen(function* () {
+      const config = yield* Config.unwrap(options)
+      const sentinels: Array<Address.HostPort> = []
+      for (const entry of commaList(config.sentinels)) {
+        const parsed = Address.parse(entry)
+        if (Result.isFailure(parsed)) return yield* invalid("sentinels", config.sentinels, parsed.failure)
+        sentinels.push(parsed.success)
+      }
+      return yield* makeSentinel({ name: config.name, sentinels, nodeClientOptions: auth(config), ...pool(config) })
+    })
   )
 
 /**
@@ -362,11 +384,11 @@ export const layerClusterConfig = (
 ): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
-    Effect.flatMap(Config.unwrap(options), (config) =>
-      makeCluster({
-        rootNodes: commaList(config.nodes).map((url) => ({ url })),
-        defaults: auth(config),
-        ...pool(config)
-      })
-    )
+    Effect.gen(function* () {
+      const config = yield* Config.unwrap(options)
+      const urls = commaList(config.nodes)
+      const bad = urls.find((url) => !/^rediss?:$/.test(URL.parse(url)?.protocol ?? ""))
+      if (bad !== undefined) return yield* invalid("nodes", config.nodes, `"${bad}" is not a redis:// or rediss:// URL`)
+      return yield* makeCluster({ rootNodes: urls.map((url) => ({ url })), defaults: auth(config), ...pool(config) })
+    })
   )

@@ -8,7 +8,8 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { Lock } from "@sage/lock"
+import * as Result from "effect/Result"
+import { KeyCodec, Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -123,6 +124,26 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           Layer.build(NodeRedisBackend.layer({ url: server.url, dedicatedPool: { maxConnections: 0 } }))
         )
         assert.strictEqual(bad._tag, "InvalidArgument")
+      })
+    )
+
+    it.live("a custom codec's empty or ill-formed text is InvalidArgument on key, never a shared server key", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        const raw = KeyCodec.make<string>("raw", (key) => Result.succeed(key))
+        const lock = yield* Lock.make({ namespace: "codec", keyCodec: raw }).pipe(
+          Effect.provideService(LockBackend, backend)
+        )
+        // Held and unchecked, "\uD800" would be stored as U+FFFD, and "\uDBFF" would find it busy.
+        const held = yield* Effect.forkChild(Effect.never.pipe(lock.withLock("\uD800", { waitTimeout: "1 second" })))
+        for (const key of ["\uDBFF", "", "\uD800"]) {
+          const error = yield* Effect.void.pipe(lock.withLock(key, { waitTimeout: "300 millis" }), Effect.flip)
+          assert.strictEqual(error._tag, "InvalidArgument", JSON.stringify(key))
+          if (error._tag === "InvalidArgument") assert.strictEqual(error.field, "key")
+        }
+        yield* Fiber.interrupt(held)
+        assert.deepStrictEqual(yield* server.command("KEYS", "codec:*"), [], "nothing reached the server")
       })
     )
 

@@ -3,7 +3,9 @@
 // client's view disagreeing with ROLE, and how many replicas WAIT asks for. The behaviour on real
 // Sentinel and Cluster deployments is covered by the contract, ReplicaFaults and Failover suites.
 import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import type { Pool } from "../src/internal/pool.ts"
@@ -106,6 +108,36 @@ describe("replicated write checks", () => {
         const wait = sent.find((args) => args[0] === "WAIT")
         assert.strictEqual(wait?.[1], expected, JSON.stringify({ view, role }))
         assert.isAbove(Number(wait?.[2]), 0, "never WAIT n 0")
+      }
+    })
+  )
+
+  it.effect("the budget is measured on the monotonic clock: a wall-clock step changes nothing", () =>
+    Effect.gen(function* () {
+      const real = yield* Clock.Clock
+      for (const step of [3_600_000, -3_600_000]) {
+        // The wall clock jumps by `step` after its first reading; monotonic time runs normally.
+        let reads = 0
+        const wall = () => real.currentTimeMillisUnsafe() + (reads++ > 0 ? step : 0)
+        const stepped: Clock.Clock = {
+          ...real,
+          currentTimeMillisUnsafe: wall,
+          currentTimeMillis: Effect.sync(wall),
+          currentTimeNanosUnsafe: () => BigInt(wall()) * 1_000_000n,
+          currentTimeNanos: Effect.sync(() => BigInt(wall()) * 1_000_000n)
+        }
+        const { backend, sent } = scripted({
+          role: ["master", 10, [["a", "1", "0"]]],
+          viewSaysMaster: true,
+          viewReplicas: 1
+        })
+        const reply = yield* (yield* backend)
+          .acquire({ key: "t:{k}", token: "tok", leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: true })
+          .pipe(Effect.provideService(Clock.Clock, stepped), Effect.result)
+        assert.isTrue(Result.isSuccess(reply), `step ${step}: ${JSON.stringify(reply)}`)
+        const wait = sent.find((args) => args[0] === "WAIT")
+        assert.isAtMost(Number(wait?.[2]), 1_000, `step ${step}: WAIT stays within the budget`)
+        assert.isAbove(Number(wait?.[2]), 0)
       }
     })
   )

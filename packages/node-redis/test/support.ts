@@ -28,3 +28,9 @@ export const holding = <A, E>(lock: Lock.LockClient<string>, key: string, body: 
     )
     return { fiber, interrupted: () => interrupted }
   })
+
+/** For scripted topologies in tests: releases publish, but nothing subscribes (no wake-ups). */
+export const noWakeups = {
+  publish: "PUBLISH",
+  subscriber: () => Promise.reject(new Error("no wake-ups in this scripted topology"))
+} as const

@@ -1,4 +1,5 @@
 // Helpers for the wake-up suites: timing one handoff between two clients, as between two processes.
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lock, LockScripts } from "@sage/lock"
@@ -30,8 +31,16 @@ export const waitersRegistered = (nodeFor: NodeFor, key: string, n: number) =>
   })
 
 /**
- * One handoff: `holder` holds `key` until `waiter` is registered, then releases. Returns the ms from
- * the end of the holder's body to the start of the waiter's.
+ * Without wake-ups, a waiter that has waited this long polls a few hundred ms apart; woken, it
+ * follows a release within a round trip or two. Holding this long after the waiter registered makes
+ * the difference visible.
+ */
+export const holdAfterRegistered = 800
+
+/**
+ * One handoff: `holder` takes `key`, `waiter` then waits for it; once the waiter is registered (and
+ * has waited `holdAfterRegistered` ms), the holder releases. Returns the ms from the end of the
+ * holder's body to the start of the waiter's.
  */
 export const handoff = (
   nodeFor: NodeFor,
@@ -41,16 +50,17 @@ export const handoff = (
 ) =>
   Effect.gen(function* () {
     let releasedAt = 0
+    const inside = yield* Deferred.make<void>()
     const held = yield* Effect.forkChild(
       holder.withLock(key, { waitTimeout: "5 seconds" })(
-        waitersRegistered(nodeFor, key, 1).pipe(
-          // Let the waiter settle into its wait before releasing.
-          Effect.andThen(Effect.sleep(30)),
+        Deferred.succeed(inside, undefined).pipe(
+          Effect.andThen(waitersRegistered(nodeFor, key, 1)),
+          Effect.andThen(Effect.sleep(holdAfterRegistered)),
           Effect.andThen(Effect.sync(() => (releasedAt = performance.now())))
         )
       )
     )
-    yield* Effect.sleep(10)
+    yield* Deferred.await(inside)
     const startedAt = yield* waiter.withLock(key, { waitTimeout: "10 seconds" })(now)
     yield* Fiber.join(held)
     return startedAt - releasedAt

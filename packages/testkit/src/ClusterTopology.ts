@@ -260,6 +260,42 @@ export const start = (options?: StartOptions): Effect.Effect<ClusterTopology, Te
     return topology
   })
 
+/**
+ * Makes every node announce `hostname` (same port) to clients: `cluster-announce-hostname` with
+ * `cluster-preferred-endpoint-type hostname`, so `CLUSTER SLOTS`, `MOVED` and `ASK` name
+ * `hostname:port`, while the nodes keep talking to each other on their real addresses. With a
+ * hostname nothing listens on (e.g. "127.0.0.2": the nodes bind 127.0.0.1 only), a client reaches
+ * the cluster only through a `nodeAddressMap`, as behind NAT or a proxy. Returns once every live
+ * node's `CLUSTER SLOTS` names `hostname` for every node.
+ */
+export const announceHostname = (
+  topology: ClusterTopology,
+  hostname: string,
+  options?: WaitOptions
+): Effect.Effect<void, TestkitError> =>
+  Effect.gen(function* () {
+    for (const node of topology.nodes) {
+      yield* node.command("CONFIG", "SET", "cluster-announce-hostname", hostname)
+      yield* node.command("CONFIG", "SET", "cluster-preferred-endpoint-type", "hostname")
+    }
+    yield* waitUntil(
+      Effect.gen(function* () {
+        for (const node of topology.nodes.filter(isLive)) {
+          const other = (yield* slots(node))
+            .flatMap((range) => [range.master, ...range.replicas])
+            .find((entry) => entry.host !== hostname)
+          if (other !== undefined) return pending(`${node.port} still announces ${other.host}:${other.port}`)
+        }
+        return done(undefined)
+      }),
+      {
+        what: `every node announcing ${hostname}`,
+        timeoutMs: options?.timeoutMs ?? 10_000,
+        diagnostics: logTails(topology.nodes, 8)
+      }
+    )
+  })
+
 /** How `CLUSTER FAILOVER` runs: coordinated (default), FORCE (master unreachable) or TAKEOVER (no vote). */
 export type FailoverMode = "FORCE" | "TAKEOVER"
 

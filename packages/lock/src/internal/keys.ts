@@ -5,12 +5,18 @@
 // text must contain neither brace, and must not be empty (an empty tag `{}` disables tagging and
 // would scatter a lock's keys). Escaping `%`, `{` and `}` as `%25`, `%7B`, `%7D` keeps the mapping
 // one-to-one. Namespaces are validated to contain no braces, so they never shorten the tag.
+//
+// Codecs reject empty and ill-formed text (`KeyCodec.make` checks every codec's result). As a second
+// line, a lone surrogate that still arrives here is escaped as `%uXXXX` rather than handed to the
+// UTF-8 encoder, which would turn every one of them into U+FFFD and make distinct keys one key.
 
 const escapes: Record<string, string> = { "%": "%25", "{": "%7B", "}": "%7D" }
 
+const escape = (c: string): string => escapes[c] ?? `%u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`
+
 /** The hash-tagged Redis key for a namespace and the codec's (non-empty) text. */
 export const lockKey = (namespace: string, encoded: string): string =>
-  `${namespace}:{${encoded.replace(/[%{}]/g, (c) => escapes[c]!)}}`
+  `${namespace}:{${encoded.replace(/[%{}]|\p{Cs}/gu, escape)}}`
 
 // Companions of a lock key, all inside the same hash tag (so on the same Cluster slot). They exist
 // only while some process waits for the lock, and expire on their own.

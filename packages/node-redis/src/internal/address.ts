@@ -1,12 +1,46 @@
-// Node addresses as `host:port` text, the form node-redis uses to name cluster nodes.
+// Node addresses as `host:port` text, the form node-redis uses to name cluster nodes and the form
+// `layerSentinelConfig` reads. A malformed address is refused here with a reason, never guessed at:
+// `"10.0.0.5"` has no port, and reading its last `.5` as one would point the client somewhere else.
+import * as Result from "effect/Result"
 
 export interface HostPort {
   readonly host: string
   readonly port: number
 }
 
-/** `host:port` to its parts; the last colon separates them, so IPv6 hosts survive. */
-export const parse = (address: string): HostPort => {
+/** Why a port is unusable, or undefined when it is an integer in 1..65535. */
+export const checkPort = (port: unknown): string | undefined =>
+  typeof port === "number" && Number.isInteger(port) && port >= 1 && port <= 65_535
+    ? undefined
+    : "the port must be an integer from 1 to 65535"
+
+/** Why a host is unusable, or undefined when it is a non-empty name or IP without spaces. */
+export const checkHost = (host: unknown): string | undefined =>
+  typeof host === "string" && host.length > 0 && !/[\s/]/.test(host)
+    ? undefined
+    : "the host must be a non-empty name or IP address"
+
+/**
+ * `host:port` (or `[v6]:port`) to its parts, or the reason it is not one. A bare IPv6 address with
+ * several colons and no brackets is refused: its port cannot be told from its last group.
+ */
+export const parse = (address: string): Result.Result<HostPort, string> => {
+  const text = address.trim()
+  const bracketed = /^\[([^\]]+)\]:(\d+)$/.exec(text)
+  const plain = /^([^:[\]]+):(\d+)$/.exec(text)
+  const match = bracketed ?? plain
+  if (match === null) return Result.fail(`"${address}" is not host:port (IPv6 as [addr]:port)`)
+  const host = match[1]!
+  const port = Number(match[2])
+  const problem = checkHost(host) ?? checkPort(port)
+  return problem === undefined ? Result.succeed({ host, port }) : Result.fail(`"${address}": ${problem}`)
+}
+
+/**
+ * A node name node-redis built itself (`${host}:${port}`, IPv6 unbracketed): the last colon
+ * separates the parts. Only for names from the client, never for user input.
+ */
+export const fromNodeName = (address: string): HostPort => {
   const at = address.lastIndexOf(":")
   return { host: address.slice(0, at), port: Number(address.slice(at + 1)) }
 }

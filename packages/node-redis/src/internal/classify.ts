@@ -47,6 +47,9 @@ const firstWord = (message: string): string => message.split(" ", 1)[0] ?? ""
 /** The first word of a server reply, e.g. `"NOPERM"` for `"NOPERM this user has..."`. */
 export const replyCode = firstWord
 
+/** Whether a sentinel's error reply says it monitors no master of the asked name. */
+export const isUnknownMasterReply = (message: string): boolean => /no such master/i.test(message)
+
 /** Whether an error reply is a temporary refusal that the lock may retry. */
 export const isTemporaryReply = (message: string): boolean =>
   temporaryReplies.has(firstWord(message)) || message.startsWith("ERR max number of clients reached")

@@ -7,6 +7,7 @@ import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
 import { connectScoped } from "./scopedClient.ts"
 import { slotOf } from "./slot.ts"
+import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 
@@ -25,7 +26,25 @@ export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
 ): Effect.Effect<Cluster, RedisError, Scope.Scope> =>
-  connectScoped("cluster", () => createCluster(options) as Cluster, timeoutMillis)
+  // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
+  // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
+  // client from opening a connection to each of them, which a stalled replica could hold up.
+  connectScoped(
+    "cluster",
+    () => createCluster({ ...options, useReplicas: true, minimizeConnections: true }) as Cluster,
+    timeoutMillis
+  )
+
+/** node-redis's `nodeAddressMap` as a lookup for the dedicated pool: announced name to reachable address. */
+export const addressMapper = (
+  map: RedisClusterOptions["nodeAddressMap"] | undefined
+): ((address: string) => HostPort | undefined) | undefined => {
+  if (map === undefined) return undefined
+  return (address) => {
+    const mapped = typeof map === "function" ? map(address) : map[address]
+    return mapped === undefined ? undefined : { host: mapped.host, port: mapped.port }
+  }
+}
 
 export const topology = (cluster: Cluster): Topology => ({
   description: "node-redis cluster",

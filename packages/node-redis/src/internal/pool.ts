@@ -6,15 +6,16 @@
 // renewal (within the usable lease) but never stretches them. A connection whose command failed,
 // timed out or was interrupted is destroyed rather than reused: its socket may still carry a late
 // reply or a blocked WAIT.
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Semaphore from "effect/Semaphore"
 import type * as Scope from "effect/Scope"
 import { RedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
 import { sendWithin } from "./commands.ts"
+import { monotonicMillis } from "./time.ts"
 
 type Client = ReturnType<typeof createClient>
 
@@ -37,9 +38,38 @@ export interface Pool {
   readonly openConnections: () => number
 }
 
+/** A caller waiting for a connection; `granted` is set in the same step that hands it a permit. */
+interface Ticket {
+  granted: boolean
+  readonly ready: Deferred.Deferred<void>
+}
+
+/**
+ * One node's permits. Waiters are served in arrival order. Ownership of a permit is recorded
+ * synchronously on the ticket, so a waiter interrupted or timed out at any instant either still
+ * sits in `waiters` (nothing to give back) or was granted (its finalizer gives the permit back).
+ */
 interface NodePool {
-  readonly permits: Semaphore.Semaphore
+  free: number
+  readonly waiters: Array<Ticket>
   readonly idle: Array<Client>
+}
+
+const grant = (pool: NodePool, ticket: Ticket): boolean => {
+  if (pool.free === 0) return false
+  pool.free--
+  ticket.granted = true
+  return true
+}
+
+const giveBack = (pool: NodePool): void => {
+  const next = pool.waiters.shift()
+  if (next === undefined) {
+    pool.free++
+    return
+  }
+  next.granted = true
+  Deferred.doneUnsafe(next.ready, Effect.void)
 }
 
 const exhausted = (address: string, timeoutMillis: number): RedisError =>
@@ -59,6 +89,11 @@ const exhausted = (address: string, timeoutMillis: number): RedisError =>
 export const make = (options: {
   readonly maxConnections: number
   readonly clientOptions: RedisClientOptions
+  /**
+   * Where to connect for a node the topology names (e.g. a Cluster's `nodeAddressMap`: nodes behind
+   * NAT or a proxy announce addresses the client cannot reach); undefined keeps the named address.
+   */
+  readonly resolve?: ((address: string) => Address.HostPort | undefined) | undefined
 }): Effect.Effect<Pool, never, Scope.Scope> =>
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
@@ -73,7 +108,7 @@ export const make = (options: {
     const nodePool = (address: string): NodePool => {
       let pool = nodes.get(address)
       if (pool === undefined) {
-        pool = { permits: Semaphore.makeUnsafe(options.maxConnections), idle: [] }
+        pool = { free: options.maxConnections, waiters: [], idle: [] }
         nodes.set(address, pool)
       }
       return pool
@@ -81,7 +116,7 @@ export const make = (options: {
 
     const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, RedisError> =>
       Effect.suspend(() => {
-        const { host, port } = Address.parse(address)
+        const { host, port } = options.resolve?.(address) ?? Address.fromNodeName(address)
         const client: Client = createClient({
           ...options.clientOptions,
           // A dedicated connection is never reconnected: a broken one is dropped and replaced.
@@ -118,39 +153,47 @@ export const make = (options: {
       if (client.isOpen) client.destroy()
     }
 
+    // Nothing here is uninterruptible: an interrupted caller leaves at once, whether it waits for a
+    // permit, connects or runs `f`; the permit and the connection are settled in finalizers.
     const use: Pool["use"] = (address, timeoutMillis, f) =>
       Effect.suspend(() => {
         const pool = nodePool(address)
-        return Effect.uninterruptibleMask((restore) =>
-          Effect.gen(function* () {
-            const taken = yield* restore(pool.permits.take(1)).pipe(
-              Effect.timeoutOption(Math.max(1, timeoutMillis)),
-              Effect.map((o) => o._tag === "Some")
+        const ticket: Ticket = { granted: false, ready: Deferred.makeUnsafe<void>() }
+        const waitForPermit = Effect.suspend(() => {
+          if (grant(pool, ticket)) return Effect.succeed(true)
+          pool.waiters.push(ticket)
+          return Deferred.await(ticket.ready).pipe(
+            Effect.timeoutOption(Math.max(1, timeoutMillis)),
+            Effect.map((o) => o._tag === "Some")
+          )
+        })
+        return Effect.gen(function* () {
+          const start = yield* monotonicMillis
+          if (!(yield* waitForPermit)) return yield* exhausted(address, timeoutMillis)
+          let client = pool.idle.pop()
+          while (client !== undefined && !client.isReady) {
+            discard(client)
+            client = pool.idle.pop()
+          }
+          // Connecting shares the caller's budget with the wait for the permit.
+          const left = timeoutMillis - ((yield* monotonicMillis) - start)
+          const connection = client ?? (yield* connect(address, left))
+          return yield* f(toConnection(address, connection)).pipe(
+            Effect.onExit((result) =>
+              Effect.sync(() => {
+                if (Exit.isSuccess(result) && connection.isReady) pool.idle.push(connection)
+                else discard(connection)
+              })
             )
-            if (!taken) return yield* exhausted(address, timeoutMillis)
-            const exit = yield* Effect.exit(
-              restore(
-                Effect.gen(function* () {
-                  let client = pool.idle.pop()
-                  while (client !== undefined && !client.isReady) {
-                    discard(client)
-                    client = pool.idle.pop()
-                  }
-                  const connection = client ?? (yield* connect(address, timeoutMillis))
-                  return yield* f(toConnection(address, connection)).pipe(
-                    Effect.onExit((result) =>
-                      Effect.sync(() => {
-                        if (Exit.isSuccess(result) && connection.isReady) pool.idle.push(connection)
-                        else discard(connection)
-                      })
-                    )
-                  )
-                })
-              )
-            )
-            yield* pool.permits.release(1)
-            return yield* exit
-          })
+          )
+        }).pipe(
+          Effect.onExit(() =>
+            Effect.sync(() => {
+              if (ticket.granted) return giveBack(pool)
+              const at = pool.waiters.indexOf(ticket)
+              if (at !== -1) pool.waiters.splice(at, 1)
+            })
+          )
         )
       })
 

@@ -7,7 +7,6 @@
 // made on the same connection, and its timeout is what is left of the caller's budget (never 0,
 // which would block forever). A missing acknowledgement is a retryable failure; a write on a node
 // that is not the master is reported as such.
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
@@ -17,6 +16,8 @@ import type { Pool } from "./pool.ts"
 import { renewAll } from "./replicatedRenewal.ts"
 import * as Scripts from "./scripts.ts"
 import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
+import * as StrayWrites from "./strayWrites.ts"
+import { monotonicMillis } from "./time.ts"
 
 /** Where a key's master is, and how many replicas the client's view lists for it. */
 export interface Route {
@@ -37,6 +38,18 @@ export interface Topology {
   /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
   readonly subscriber: () => Promise<Subscriber>
 }
+
+const noReplicas = (address: string): RedisError =>
+  new RedisError({
+    command: "WAIT",
+    kind: "server",
+    code: "NO_REPLICAS",
+    reply:
+      `the master ${address} has no replicas, so replica acknowledgement can never succeed: ` +
+      "add replicas, or set replicaAcknowledgement: false",
+    retryable: false,
+    mayHaveExecuted: true
+  })
 
 /** Errors after which the client's view of the topology is probably stale. */
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
@@ -64,20 +77,25 @@ const guardedWrite = <A>(
   onNotMaster: (address: string) => Effect.Effect<A, RedisError>
 ): Effect.Effect<A, RedisError> =>
   Effect.gen(function* () {
-    const start = yield* Clock.currentTimeMillis
+    const start = yield* monotonicMillis
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
     // with its own explanation (POOL_EXHAUSTED, UNACKNOWLEDGED) rather than a bare timeout.
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
-    const left = Effect.map(Clock.currentTimeMillis, (now) => budget - (now - start))
+    const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
+    // An ASK redirect takes a second connection within what is left, not a fresh budget.
     const attempt = (address: string, asking: boolean) =>
-      pool.use(address, budget, (connection) =>
-        Effect.gen(function* () {
-          if (asking) yield* connection.send(["ASKING"], yield* left)
-          const [value, outcome] = yield* interpret(yield* runScript(connection.send, script, keys, args, yield* left))
-          if (outcome === "no-write") return value
-          return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
-        })
+      Effect.flatMap(left, (remaining) =>
+        pool.use(address, remaining, (connection) =>
+          Effect.gen(function* () {
+            if (asking) yield* connection.send(["ASKING"], yield* left)
+            const [value, outcome] = yield* interpret(
+              yield* runScript(connection.send, script, keys, args, yield* left)
+            )
+            if (outcome === "no-write") return value
+            return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
+          })
+        )
       )
     // Everything after an applied write: the role, the client's view, the replicas.
     const checkWrite = (connection: { readonly address: string; readonly send: Send }, value: A, asking: boolean) =>
@@ -92,6 +110,9 @@ const guardedWrite = <A>(
         // one: right after a failover the new master has fewer replicas than the view remembers, and a
         // master that lists none (restarted empty, isolated) must not pass with WAIT 0.
         const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+        // Neither the view nor the master knows a replica: the deployment has none, and waiting
+        // could only end in a timeout. Say so at once, naming the way out.
+        if (route.replicas === 0 && connected === 0) return yield* noReplicas(connection.address)
         const wanted = Math.max(1, Math.min(route.replicas, connected))
         const waitMillis = Math.floor(yield* left)
         if (waitMillis < 1) {
@@ -118,8 +139,37 @@ const guardedWrite = <A>(
     )
   })
 
-/** The lock backend over a replicated topology and its dedicated pool. */
-export const makeBackend = (topology: Topology, pool: Pool): Effect.Effect<Backend, never, Scope.Scope> =>
+/** Compare-and-delete on nodes outside the current view, best effort within `timeoutMillis`. */
+const releaseStrays = (
+  topology: Topology,
+  pool: Pool,
+  addresses: ReadonlyArray<string>,
+  request: LeaseRequest
+): Effect.Effect<void> =>
+  Effect.forEach(
+    addresses,
+    (address) =>
+      pool.use(address, request.timeoutMillis, (connection) =>
+        runScript(
+          connection.send,
+          Scripts.release,
+          ...Scripts.releaseCall(request, topology.publish),
+          request.timeoutMillis
+        )
+      ),
+    { concurrency: "unbounded", discard: true }
+  ).pipe(Effect.ignore)
+
+/**
+ * The lock backend over a replicated topology and its dedicated pool, with wake-ups over the
+ * topology's subscriber. `strays` records writes that landed outside the view, for the release that
+ * follows (see strayWrites.ts).
+ */
+export const makeBackend = (
+  topology: Topology,
+  pool: Pool,
+  strays = StrayWrites.make()
+): Effect.Effect<Backend, never, Scope.Scope> =>
   Effect.map(
     makeWakeups({
       subscriber: topology.subscriber,
@@ -136,10 +186,10 @@ export const makeBackend = (topology: Topology, pool: Pool): Effect.Effect<Backe
           )
         )
     }),
-    (wakeups) => backendOver(topology, pool, wakeups)
+    (wakeups) => backendOver(topology, pool, strays, wakeups)
   )
 
-const backendOver = (topology: Topology, pool: Pool, wakeups: Wakeups): Backend => {
+const backendOver = (topology: Topology, pool: Pool, strays: StrayWrites.StrayWrites, wakeups: Wakeups): Backend => {
   const backend: Backend = {
     description: topology.description,
     acquire: (request) =>
@@ -154,7 +204,11 @@ const backendOver = (topology: Topology, pool: Pool, wakeups: Wakeups): Backend 
             parseAcquire(reply),
             (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
           ),
-        (address) => Effect.succeed({ _tag: "NotMaster", address } as const)
+        (address) =>
+          Effect.sync(() => {
+            strays.remember(request.key, request.token, address)
+            return { _tag: "NotMaster", address } as const
+          })
       ),
     renew: (request) =>
       guardedWrite(
@@ -164,18 +218,30 @@ const backendOver = (topology: Topology, pool: Pool, wakeups: Wakeups): Backend 
         Scripts.renew,
         [[request.key], [request.token, String(request.leaseMillis)]],
         (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
-        (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
+        (address) =>
+          Effect.suspend(() => {
+            strays.remember(request.key, request.token, address)
+            return Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, true))
+          })
       ),
     release: (request) =>
-      guardedWrite(
-        topology,
-        pool,
-        { ...request, acknowledge: false },
-        Scripts.release,
-        Scripts.releaseCall(request, topology.publish),
-        (reply) => Effect.succeed([reply === 1, "no-write"] as const),
-        () => Effect.succeed(false)
-      ),
+      Effect.suspend(() => {
+        const onMaster = guardedWrite(
+          topology,
+          pool,
+          { ...request, acknowledge: false },
+          Scripts.release,
+          Scripts.releaseCall(request, topology.publish),
+          (reply) => Effect.succeed([reply === 1, "no-write"] as const),
+          () => Effect.succeed(false)
+        )
+        // A node that took this token's write outside the view is cleaned too; only the master's reply counts.
+        const elsewhere = strays.take(request.key, request.token)
+        if (elsewhere.length === 0) return onMaster
+        return Effect.all([Effect.result(onMaster), releaseStrays(topology, pool, elsewhere, request)], {
+          concurrency: "unbounded"
+        }).pipe(Effect.flatMap(([result]) => Effect.fromResult(result)))
+      }),
     renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request)),
     wakeups
   }

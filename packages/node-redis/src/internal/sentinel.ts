@@ -1,67 +1,299 @@
-// The Sentinel topology: a node-redis Sentinel client follows the master through failovers and
-// lists the replicas the sentinels consider healthy; lock operations go to that master on
-// dedicated connections.
+// The Sentinel topology: which node is the master, and how many healthy replicas it has, as the
+// sentinels report it. Lock operations go to that master on dedicated connections; this module only
+// keeps the view.
+//
+// It asks the sentinels itself instead of running node-redis's Sentinel client, whose connect waits
+// for every sentinel and replica connection in turn with no bound of its own: one stalled (SIGSTOP)
+// sentinel or replica held the layer, the calls waiting on it and the shutdown until it resumed.
+// Here every sentinel has its own small client, every question carries its own timeout and is
+// asked of all sentinels at once, data nodes are never connected to (replicas are only counted), and
+// closing destroys the clients without waiting for anyone. The view is refreshed every second and
+// at once when an operation meets a stale one; sentinels the others report are asked too.
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import { RedisError } from "@sage/lock/LockError"
-import { createSentinel, type RedisSentinelOptions } from "redis"
 import type * as Scope from "effect/Scope"
+import { InvalidArgument, RedisError } from "@sage/lock/LockError"
+import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
+import { classify, isUnknownMasterReply } from "./classify.ts"
 import type { Topology } from "./replicated.ts"
-import { connectScoped } from "./scopedClient.ts"
+import type { Subscriber } from "./wakeups.ts"
+import { defaultReconnect } from "./standalone.ts"
 
-type Sentinel = ReturnType<typeof createSentinel>
+type Client = ReturnType<typeof createClient>
 
-const noMaster = (name: string): RedisError =>
+/** The master and its healthy replicas, as the best-informed sentinel reports them. */
+interface View {
+  readonly master: Address.HostPort | undefined
+  readonly replicas: number
+  readonly epoch: number
+  /** The other sentinels this one knows, so the client also asks sentinels it was not given. */
+  readonly sentinels: ReadonlyArray<Address.HostPort>
+}
+
+/** One sentinel's answer: its view, "unknown" (it monitors no master of that name), or no answer. */
+type Answer = View | "unknown" | RedisError
+
+const askTimeoutMillis = 1_000
+const refreshEveryMillis = 1_000
+/** Discovery never grows the set of sentinel clients past this. */
+const maxSentinels = 16
+
+/** A field map as a record: RESP2 `[k1, v1, k2, v2, ...]`, or RESP3's map (an object or a `Map`). */
+const pairs = (reply: unknown): Record<string, string> => {
+  const fields: Record<string, string> = {}
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1])
+  } else if (reply instanceof Map) {
+    for (const [key, value] of reply) fields[String(key)] = String(value)
+  } else if (typeof reply === "object" && reply !== null) {
+    for (const [key, value] of Object.entries(reply)) fields[key] = String(value)
+  }
+  return fields
+}
+
+/** A node a sentinel can vouch for: not subjectively down, connected, not mid-failover. */
+const healthy = (fields: Record<string, string>): boolean => {
+  const flags = (fields["flags"] ?? "").split(",")
+  return !flags.some((flag) => flag === "s_down" || flag === "o_down" || flag === "disconnected")
+}
+
+const noMaster = (name: string, why: string): RedisError =>
   new RedisError({
     command: "route",
     kind: "server",
     code: "MASTERDOWN",
-    reply: `the sentinels know no master for ${name} right now`,
+    reply: `the sentinels know no master for ${name} right now (${why})`,
     retryable: true,
     mayHaveExecuted: false
   })
 
-/** Connects the sentinel client (bounded) and closes it with the scope. */
-export const connect = (
-  options: RedisSentinelOptions,
-  timeoutMillis: number
-): Effect.Effect<Sentinel, RedisError, Scope.Scope> =>
-  // One replica connection per replica keeps the replica list current; one master connection
-  // serves the topology client itself (lock operations use the dedicated pool).
-  connectScoped(
-    "sentinel",
-    () => createSentinel({ masterPoolSize: 1, replicaPoolSize: 1, ...options }) as Sentinel,
-    timeoutMillis
-  )
+export interface SentinelOptions {
+  readonly name: string
+  readonly sentinels: ReadonlyArray<Address.HostPort>
+  readonly sentinelClientOptions?: RedisClientOptions | undefined
+  /** Options for the wake-up subscriber's connection to the master (auth, TLS). */
+  readonly nodeClientOptions?: RedisClientOptions | undefined
+}
 
-export const topology = (sentinel: Sentinel, name: string): Topology => ({
-  description: "node-redis sentinel",
-  publish: "PUBLISH",
-  subscriber: () =>
-    Promise.resolve({
-      subscribe: (channel, listener) => sentinel.subscribe(channel, listener),
-      unsubscribe: (channel) => sentinel.unsubscribe(channel)
-    }),
-  route: () =>
-    Effect.suspend(() => {
-      const master = sentinel.getMasterNode()
-      if (master === undefined) return Effect.fail(noMaster(name))
-      return Effect.succeed({ address: Address.format(master), replicas: sentinel.getReplicaNodes().size })
-    }),
-  isMaster: (_key, address) => {
-    const master = sentinel.getMasterNode()
-    return master !== undefined && Address.format(master) === address
-  },
-  // The client re-reads the sentinels on +switch-master and on its own connection errors; a cheap
-  // command through it surfaces a changed master sooner.
-  // In the background, like the Cluster refresh: it must never hold up the caller.
-  refresh: () =>
-    Effect.asVoid(
-      Effect.forkDetach(
-        Effect.tryPromise(() => sentinel.sendCommand(false, ["PING"], { timeout: 1_000 })).pipe(
-          Effect.timeoutOption(1_000),
-          Effect.ignore
-        )
+/**
+ * Connects to the sentinels and waits, at most `timeoutMillis`, for a first view of the master.
+ * Fails at once with `InvalidArgument` when every sentinel that answers monitors no master called
+ * `name`. The clients close with the scope, without waiting for stalled peers.
+ */
+export const connect = (
+  options: SentinelOptions,
+  timeoutMillis: number
+): Effect.Effect<Topology, RedisError | InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { name } = options
+    const clients = yield* Effect.acquireRelease(
+      Effect.sync(() => options.sentinels.map((node) => sentinelClient(node, options.sentinelClientOptions))),
+      (clients) => Effect.sync(() => clients.forEach((client) => client.destroy()))
+    )
+    const known = new Set(options.sentinels.map(Address.format))
+    const discover = (nodes: ReadonlyArray<Address.HostPort>): void => {
+      for (const node of nodes) {
+        if (known.has(Address.format(node)) || clients.length >= maxSentinels) continue
+        known.add(Address.format(node))
+        clients.push(sentinelClient(node, options.sentinelClientOptions))
+      }
+    }
+
+    let view: View | undefined
+    const found = Deferred.makeUnsafe<void>()
+    // Each answer counts as soon as it arrives: a sentinel that stalls mid-question delays no one.
+    // A newer epoch (a finished failover) always wins; an older one (a sentinel that missed it)
+    // never does; at the same epoch, an answer naming a master replaces one that names none.
+    const adopt = (answer: Answer): void => {
+      if (answer === "unknown" || answer instanceof RedisError) return
+      if (
+        view === undefined ||
+        answer.epoch > view.epoch ||
+        (answer.epoch === view.epoch && answer.master !== undefined)
+      ) {
+        view = answer
+      }
+      discover(answer.sentinels)
+      if (view.master !== undefined) Deferred.doneUnsafe(found, Effect.void)
+    }
+    const observe: Effect.Effect<ReadonlyArray<Answer>> = Effect.suspend(() =>
+      Effect.forEach(
+        [...clients],
+        (client) => Effect.tap(ask(client, name), (answer) => Effect.sync(() => adopt(answer))),
+        { concurrency: "unbounded" }
       )
     )
-})
+
+    let lastWhy = "no sentinel answered"
+    const first = Effect.gen(function* () {
+      while (true) {
+        const settled = Effect.as(Deferred.await(found), [] as ReadonlyArray<Answer>)
+        const answers: ReadonlyArray<Answer> = yield* Effect.raceFirst(observe, settled)
+        if (view?.master !== undefined) return
+        const unknown = answers.filter((a) => a === "unknown").length
+        // "No such master" is definitive for the sentinel that says it; once most sentinels (or every
+        // one that is connected) say it and none knows the master, waiting cannot help.
+        const answered = answers.filter((a) => !(a instanceof RedisError)).length
+        const offline = answers.some((a) => a instanceof RedisError && a.code === "OFFLINE")
+        if (unknown > 0 && answered === unknown && (unknown > clients.length / 2 || !offline)) {
+          return yield* new InvalidArgument({
+            field: "name",
+            value: name,
+            reason: `the sentinels monitor no master named "${name}"`
+          })
+        }
+        const failure = answers.find((a): a is RedisError => a instanceof RedisError)
+        lastWhy = answered > 0 ? "no healthy master reported" : (failure?.reply ?? lastWhy)
+        yield* Effect.sleep(100)
+      }
+    })
+    yield* first.pipe(
+      Effect.timeoutOrElse({
+        duration: timeoutMillis,
+        orElse: () =>
+          Effect.fail(
+            classify(
+              "sentinel connect",
+              new Error(`no master for ${name} found through the sentinels within ${timeoutMillis} ms (${lastWhy})`)
+            )
+          )
+      })
+    )
+
+    // Kept current in the background; `refresh` asks at once (one question in flight at a time).
+    let refreshing = false
+    const refreshNow = Effect.suspend(() => {
+      if (refreshing) return Effect.void
+      refreshing = true
+      return observe.pipe(Effect.ensuring(Effect.sync(() => (refreshing = false))))
+    })
+    const scope = yield* Effect.scope
+    const wakeups = yield* masterSubscriber(() => view?.master, options.nodeClientOptions)
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.sleep(refreshEveryMillis).pipe(Effect.andThen(refreshNow), Effect.andThen(wakeups.follow)))
+    )
+
+    return {
+      description: "node-redis sentinel",
+      route: () =>
+        Effect.suspend(() =>
+          view?.master === undefined
+            ? Effect.fail(noMaster(name, lastWhy))
+            : Effect.succeed({ address: Address.format(view.master), replicas: view.replicas })
+        ),
+      isMaster: (_key, address) => view?.master !== undefined && Address.format(view.master) === address,
+      refresh: () => Effect.asVoid(Effect.forkIn(refreshNow.pipe(Effect.andThen(wakeups.follow)), scope)),
+      publish: "PUBLISH",
+      subscriber: () => Promise.resolve(wakeups.subscriber)
+    } satisfies Topology
+  })
+
+/**
+ * The wake-up subscriber: one connection to the current master, subscribed to the channels in use.
+ * When the view's master changes (`follow`), it is replaced by a connection to the new master and
+ * every channel is subscribed again; a message published meanwhile is lost, which costs a waiter
+ * only its safety-net poll.
+ */
+const masterSubscriber = (
+  master: () => Address.HostPort | undefined,
+  options: RedisClientOptions | undefined
+): Effect.Effect<{ readonly subscriber: Subscriber; readonly follow: Effect.Effect<void> }, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const listeners = new Map<string, (message: string) => void>()
+    let current: { readonly address: string; readonly client: Promise<Client> } | undefined
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(
+        () => current?.client.then((client) => client.destroy()).catch(() => undefined) ?? Promise.resolve()
+      )
+    )
+    const connectTo = (node: Address.HostPort): Promise<Client> => {
+      const client = createClient({
+        ...options,
+        socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port }
+      } as RedisClientOptions) as Client
+      client.on("error", () => {})
+      return client.connect().then(async () => {
+        for (const [channel, listener] of listeners) await client.subscribe(channel, listener)
+        return client
+      })
+    }
+    /** The connection to the master in the current view, replacing one to an older master. */
+    const toMaster = (): Promise<Client> => {
+      const node = master()
+      if (node === undefined) return Promise.reject(new Error("no master known"))
+      const address = Address.format(node)
+      if (current?.address === address) return current.client
+      const previous = current
+      current = { address, client: connectTo(node) }
+      current.client.catch(() => (current = undefined))
+      void previous?.client.then((client) => client.destroy()).catch(() => undefined)
+      return current.client
+    }
+    const subscriber: Subscriber = {
+      subscribe: (channel, listener) => {
+        listeners.set(channel, listener)
+        return toMaster().then((client) => client.subscribe(channel, listener))
+      },
+      unsubscribe: (channel) => {
+        listeners.delete(channel)
+        return current?.client.then((client) => client.unsubscribe(channel)) ?? Promise.resolve()
+      }
+    }
+    const follow = Effect.sync(() => {
+      const node = master()
+      if (current === undefined || listeners.size === 0 || node === undefined) return
+      if (current.address !== Address.format(node)) void toMaster().catch(() => undefined)
+    })
+    return { subscriber, follow }
+  })
+
+const sentinelClient = (node: Address.HostPort, options: RedisClientOptions | undefined): Client => {
+  const client = createClient({
+    ...options,
+    socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port },
+    // A question to a sentinel that is not connected fails at once; another sentinel answers it.
+    disableOfflineQueue: true
+  } as RedisClientOptions) as Client
+  client.on("error", () => {})
+  // Never awaited: a stalled sentinel may hold its handshake forever, and nothing waits for it.
+  client.connect().catch(() => {})
+  return client
+}
+
+const send = (client: Client, args: ReadonlyArray<string>): Effect.Effect<unknown, RedisError> =>
+  Effect.tryPromise({
+    try: (signal) => client.sendCommand([...args], { timeout: askTimeoutMillis, abortSignal: signal }),
+    catch: (error) => classify(args.slice(0, 2).join(" "), error)
+  }).pipe(
+    Effect.timeoutOrElse({
+      duration: askTimeoutMillis + 100,
+      orElse: () => Effect.fail(classify(args.slice(0, 2).join(" "), new Error("the sentinel did not answer")))
+    })
+  )
+
+/** One sentinel's view of the master `name` and its healthy replicas. */
+const ask = (client: Client, name: string): Effect.Effect<Answer> =>
+  Effect.gen(function* () {
+    const master = pairs(yield* send(client, ["SENTINEL", "MASTER", name]))
+    const port = Number(master["port"])
+    const epoch = Number(master["config-epoch"] ?? 0)
+    const address = { host: master["ip"] ?? "", port }
+    const usable = healthy(master) && !(master["flags"] ?? "").includes("failover_in_progress")
+    const replies = yield* send(client, ["SENTINEL", "REPLICAS", name])
+    const replicas = Array.isArray(replies) ? replies.map(pairs).filter(healthy).length : 0
+    const valid = usable && Address.checkHost(address.host) === undefined && Address.checkPort(port) === undefined
+    const others = yield* send(client, ["SENTINEL", "SENTINELS", name]).pipe(Effect.orElseSucceed(() => []))
+    return { master: valid ? address : undefined, replicas, epoch, sentinels: nodesOf(others) } satisfies View
+  }).pipe(
+    Effect.catch((error: RedisError) =>
+      Effect.succeed<Answer>(error.kind === "server" && isUnknownMasterReply(error.reply) ? "unknown" : error)
+    )
+  )
+
+/** The healthy, well-formed addresses in a `SENTINEL SENTINELS` or `SENTINEL REPLICAS` reply. */
+const nodesOf = (reply: unknown): Array<Address.HostPort> =>
+  (Array.isArray(reply) ? reply.map(pairs) : []).filter(healthy).flatMap((fields) => {
+    const node = { host: fields["ip"] ?? "", port: Number(fields["port"]) }
+    return Address.checkHost(node.host) === undefined && Address.checkPort(node.port) === undefined ? [node] : []
+  })

@@ -1,0 +1,84 @@
+// Cluster facts the shared contract cannot see, because its cluster has one replica per master and
+// direct addresses: how many replicas WAIT asks for when a shard has several, and what
+// acknowledgement does on a cluster without replicas.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { clientOn } from "./support.ts"
+import { ClusterTopology, ServerBinary } from "@sage/lock-testkit"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+const [flavor] = ServerBinary.flavorsUnderTest()
+
+describe(`cluster on ${flavor}`, () => {
+  it.live("WAIT asks for every replica of the shard: one of two stalled means unacknowledged", () =>
+    Effect.gen(function* () {
+      // The node timeout is long so the stalled replica stays in the cluster's view.
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 2, nodeTimeoutMillis: 8_000 })
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+      })
+      const lock = yield* clientOn(backend)
+      assert.strictEqual(yield* Effect.succeed("both").pipe(lock.withLock("k", { waitTimeout: "2 seconds" })), "both")
+      const shard = yield* topology.shardForSlot(ClusterTopology.keySlot(`${lock.namespace}:{k}`))
+      assert.strictEqual(shard.replicas.length, 2)
+      const [stalled] = shard.replicas
+      yield* stalled!.pause
+      yield* Effect.addFinalizer(() => Effect.ignore(stalled!.resume))
+      let ran = false
+      const error = yield* Effect.sync(() => (ran = true)).pipe(
+        lock.withLock("k", { waitTimeout: "800 millis" }),
+        Effect.flip
+      )
+      assert.isFalse(ran, "one acknowledgement of two is not enough")
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unacknowledged")
+      const unacked = yield* clientOn(backend, { replicaAcknowledgement: false })
+      assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
+    })
+  )
+
+  it.live("with acknowledgement on, a deployment without replicas fails at once with NO_REPLICAS", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 0, nodeTimeoutMillis: 8_000 })
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+      })
+      const lock = yield* clientOn(backend)
+      const start = Date.now()
+      const error = yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "5 seconds" }), Effect.flip)
+      assert.isBelow(Date.now() - start, 1_500, "not an endless wait for replicas that do not exist")
+      assert.strictEqual(error._tag, "RedisError")
+      if (error._tag === "RedisError") {
+        assert.strictEqual(error.code, "NO_REPLICAS")
+        assert.include(error.reply, "replicaAcknowledgement: false")
+      }
+      const master = yield* topology.masterFor(`${lock.namespace}:{k}`)
+      assert.isNull(yield* master.command("GET", `${lock.namespace}:{k}`), "what was written is released")
+      const unacked = yield* clientOn(backend, { replicaAcknowledgement: false })
+      assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
+    })
+  )
+
+  it.live("nodeAddressMap carries lock traffic: a cluster reachable only through mapped addresses", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, nodeTimeoutMillis: 8_000 })
+      // Nothing listens on 127.0.0.2 (the nodes bind 127.0.0.1): the announced addresses are dead ends.
+      yield* ClusterTopology.announceHostname(topology, "127.0.0.2")
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
+        nodeAddressMap: (address) => {
+          const port = Number(address.slice(address.lastIndexOf(":") + 1))
+          return address.startsWith("127.0.0.2:") ? { host: "127.0.0.1", port } : undefined
+        }
+      })
+      const lock = yield* clientOn(backend, { leaseDuration: "1 second" })
+      const value = yield* Effect.sleep(700).pipe(
+        Effect.as("mapped"),
+        lock.withLock("behind-nat", { waitTimeout: "3 seconds" })
+      )
+      assert.strictEqual(value, "mapped", "acquired, renewed and released through the mapped addresses")
+      const master = yield* topology.masterFor(`${lock.namespace}:{behind-nat}`)
+      assert.isNull(yield* master.command("GET", `${lock.namespace}:{behind-nat}`))
+    })
+  )
+})

@@ -1,0 +1,55 @@
+// Address parsing for the Config layers and the Sentinel options: a malformed address must be an
+// `InvalidArgument` when the layer is built, before any connection is tried.
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as Address from "../src/internal/address.ts"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+describe("addresses", () => {
+  it("parses host:port and [v6]:port", () => {
+    assert.deepStrictEqual(Address.parse("10.0.0.5:26379"), Result.succeed({ host: "10.0.0.5", port: 26379 }))
+    assert.deepStrictEqual(Address.parse(" sentinel-a:1 "), Result.succeed({ host: "sentinel-a", port: 1 }))
+    assert.deepStrictEqual(Address.parse("[::1]:6379"), Result.succeed({ host: "::1", port: 6379 }))
+  })
+
+  it("refuses addresses without a usable port or host", () => {
+    for (const bad of ["10.0.0.5", "10.0.0.5:", ":6379", "host:0", "host:65536", "host:63x", "::1:6379", "a b:1"]) {
+      assert.isTrue(Result.isFailure(Address.parse(bad)), bad)
+    }
+  })
+
+  it.effect("layerSentinelConfig: an address without a port is InvalidArgument naming sentinels", () =>
+    Effect.gen(function* () {
+      const env = ConfigProvider.fromUnknown({ SENTINELS: "10.0.0.5:26379,10.0.0.6", NAME: "mymaster" })
+      const error = yield* Effect.flip(
+        Layer.build(
+          NodeRedisBackend.layerSentinelConfig({ name: Config.String("NAME"), sentinels: Config.String("SENTINELS") })
+        )
+      ).pipe(Effect.provide(ConfigProvider.layer(env)))
+      assert.strictEqual(error._tag, "InvalidArgument")
+      if (error._tag === "InvalidArgument") {
+        assert.strictEqual(error.field, "sentinels")
+        assert.include(error.reason, "10.0.0.6")
+      }
+    })
+  )
+
+  it.effect("makeSentinel and layerClusterConfig refuse bad ports and URLs", () =>
+    Effect.gen(function* () {
+      const sentinel = yield* Effect.flip(
+        Effect.scoped(NodeRedisBackend.makeSentinel({ name: "m", sentinels: [{ host: "10.0.0.5", port: Number.NaN }] }))
+      )
+      assert.strictEqual(sentinel._tag, "InvalidArgument")
+      const env = ConfigProvider.fromUnknown({ NODES: "redis://10.0.0.7:7000,10.0.0.8:7000" })
+      const cluster = yield* Effect.flip(
+        Layer.build(NodeRedisBackend.layerClusterConfig({ nodes: Config.String("NODES") }))
+      ).pipe(Effect.provide(ConfigProvider.layer(env)))
+      assert.strictEqual(cluster._tag, "InvalidArgument")
+      if (cluster._tag === "InvalidArgument") assert.strictEqual(cluster.field, "nodes")
+    })
+  )
+})

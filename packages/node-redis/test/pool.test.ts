@@ -1,0 +1,73 @@
+// The dedicated pool on a real server: waiting for a connection is interruptible at any moment and
+// never leaks a permit. Driven directly (a standalone server stands in for a replicated node: the
+// pool and the write sequence only need ROLE = master), because the contract cannot fill a pool on
+// demand.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import * as Pool from "../src/internal/pool.ts"
+import { makeBackend, type Topology } from "../src/internal/replicated.ts"
+import { noWakeups } from "./support.ts"
+
+const [flavor] = ServerBinary.flavorsUnderTest()
+
+const onOneNode = Effect.gen(function* () {
+  const server = yield* RedisServer.start({ flavor: flavor! })
+  const address = `127.0.0.1:${server.port}`
+  const pool = yield* Pool.make({ maxConnections: 1, clientOptions: {} })
+  const topology: Topology = {
+    description: "one node",
+    route: () => Effect.succeed({ address, replicas: 0 }),
+    isMaster: () => true,
+    refresh: () => Effect.void,
+    ...noWakeups
+  }
+  /** Holds the only connection until interrupted or the test's scope closes. */
+  const hog = Effect.forkScoped(pool.use(address, 1_000, () => Effect.never))
+  return { server, address, pool, backend: yield* makeBackend(topology, pool), hog }
+})
+
+describe(`dedicated pool of one on ${flavor}`, () => {
+  it.live("a caller waiting for a connection is interrupted at once, and the permit is not lost", () =>
+    Effect.gen(function* () {
+      const { address, pool, hog } = yield* onOneNode
+      const hogging = yield* hog
+      yield* Effect.sleep(100)
+      const waiter = yield* Effect.forkChild(pool.use(address, 5_000, () => Effect.succeed("late")))
+      yield* Effect.sleep(200)
+      const start = Date.now()
+      yield* Fiber.interrupt(waiter)
+      assert.isBelow(Date.now() - start, 500, "interrupting a pool wait does not wait for its timeout")
+      yield* Fiber.interrupt(hogging)
+      const value = yield* pool.use(address, 1_000, (connection) => connection.send(["PING"], 1_000))
+      assert.strictEqual(value, "PONG", "the permit came back after both fibers left")
+    })
+  )
+
+  it.live("a body that finishes while its renewal waits for a connection returns without that wait", () =>
+    Effect.gen(function* () {
+      const { backend, hog } = yield* onOneNode
+      const lock = yield* Lock.make({
+        namespace: "pool",
+        leaseDuration: "6 seconds",
+        replicaAcknowledgement: false
+      }).pipe(Effect.provideService(LockBackend, backend))
+      let bodyEnded = 0
+      // The renewal (due 2 s in) finds the pool full and would wait about 3 s for it.
+      const body = Effect.gen(function* () {
+        yield* hog
+        yield* Effect.sleep(2_500)
+        bodyEnded = Date.now()
+        return "done"
+      })
+      const value = yield* body.pipe(lock.withLock("renewing", { waitTimeout: "1 second" }))
+      const late = Date.now() - bodyEnded
+      assert.strictEqual(value, "done")
+      // The release may itself wait for the full pool, bounded to one second.
+      assert.isBelow(late, 1_800, "the interrupted renewal did not hold the result back")
+    })
+  )
+})

@@ -1,0 +1,43 @@
+// Cleanup after a write that landed on a node that was not the master: the release must reach that
+// node, not only the current master. Two real servers play the old and the new master; the view
+// changes between routing the write and checking it, as when a failover is noticed mid-operation
+// (a real failover cannot be timed to land in that window).
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import * as Pool from "../src/internal/pool.ts"
+import { makeBackend, type Topology } from "../src/internal/replicated.ts"
+import { noWakeups } from "./support.ts"
+
+const [flavor] = ServerBinary.flavorsUnderTest()
+
+describe(`a write outside the view on ${flavor}`, () => {
+  it.live("acquisition on a node that turned out not to be the master is released on that node", () =>
+    Effect.gen(function* () {
+      const old = yield* RedisServer.start({ flavor: flavor! })
+      const current = yield* RedisServer.start({ flavor: flavor! })
+      const oldAddress = `127.0.0.1:${old.port}`
+      const currentAddress = `127.0.0.1:${current.port}`
+      let routed = 0
+      const topology: Topology = {
+        description: "view changing mid-operation",
+        // The first operation is routed by the stale view; every later one by the new view.
+        route: () => Effect.succeed({ address: routed++ === 0 ? oldAddress : currentAddress, replicas: 0 }),
+        isMaster: (_key, address) => address === currentAddress,
+        refresh: () => Effect.void,
+        ...noWakeups
+      }
+      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+      const lock = yield* Lock.make({ namespace: "stray", replicaAcknowledgement: false }).pipe(
+        Effect.provideService(LockBackend, yield* makeBackend(topology, pool))
+      )
+      const error = yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "2 seconds" }), Effect.flip)
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") assert.strictEqual(error.reason, "not-master")
+      assert.isNull(yield* old.command("GET", "stray:{k}"), "the node that took the write no longer holds it")
+      assert.isNull(yield* current.command("GET", "stray:{k}"))
+    })
+  )
+})
