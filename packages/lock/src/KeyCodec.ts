@@ -66,20 +66,20 @@ export const make = <K>(name: string, encode: (key: K) => Result.Result<string, 
   encode: (key) => Result.flatMap(encode(key), checkText)
 })
 
+// `String.prototype.isWellFormed` without its ES2024 typings: with the `u` flag a surrogate pair is
+// one code point, so only lone surrogates match.
+const loneSurrogate = /\p{Surrogate}/u
+
 /** What every codec's text must be: a non-empty string with a faithful UTF-8 form. */
 const checkText = (text: unknown): Result.Result<string, string> =>
   typeof text !== "string"
     ? Result.fail(`the codec returned ${typeof text}, not a string`)
-    : text.isWellFormed()
+    : !loneSurrogate.test(text)
       ? nonEmpty(text)
       : Result.fail("the encoded key contains lone surrogates and has no faithful UTF-8 form")
 
 const nonEmpty = (text: string): Result.Result<string, string> =>
   text.length === 0 ? Result.fail("a lock key must not be empty") : Result.succeed(text)
-
-// `String.prototype.isWellFormed` without its ES2024 typings: with the `u` flag a surrogate pair is
-// one code point, so only lone surrogates match.
-const loneSurrogate = /\p{Surrogate}/u
 
 /**
  * The default codec: the string itself. Rejects the empty string and strings that are not well

@@ -1,13 +1,14 @@
 // Lock operations on replicated deployments (Sentinel, Cluster), shared by both topologies.
 //
-// Each acquire or renew runs on one dedicated connection to the key's master: the script, then
-// `ROLE` (the node must still call itself master, and the client's own view of the topology must
+// Each acquire or renew runs on one dedicated connection to the key's master: the script and, in
+// the same round trip, `ROLE` (the node must still call itself master, and the client's own view of the topology must
 // agree: a demoted or restarted old master can answer "master" for seconds), then, with replica
 // acknowledgement on, `WAIT` for the replicas the client's view lists. `WAIT` counts only writes
 // made on the same connection, and its timeout is what is left of the caller's budget (never 0,
 // which would block forever). A missing acknowledgement is a retryable failure; a write on a node
 // that is not the master is reported as such.
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
 import { RedisError } from "@sage/lock/LockError"
@@ -63,6 +64,8 @@ const askTarget = (error: RedisError): string | undefined =>
 
 type Outcome = "wrote" | "no-write"
 
+const noRole = Result.fail(undefined)
+
 /**
  * Runs one script on the key's master and, when it wrote, checks the role and waits for replicas.
  * `wrote` says whether the reply means the key now holds our token with a fresh lease.
@@ -83,24 +86,45 @@ const guardedWrite = <A>(
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
     const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
+    // Only acquire and renew can write a lease that needs the role check; release and leave cannot.
+    const writesLease = script === Scripts.acquire || script === Scripts.renew
     // An ASK redirect takes a second connection within what is left, not a fresh budget.
     const attempt = (address: string, asking: boolean) =>
       Effect.flatMap(left, (remaining) =>
         pool.use(address, remaining, (connection) =>
           Effect.gen(function* () {
             if (asking) yield* connection.send(["ASKING"], yield* left)
-            const [value, outcome] = yield* interpret(
-              yield* runScript(connection.send, script, keys, args, yield* left)
+            const timeout = yield* left
+            // The script and ROLE go out together, one round trip: on one connection ROLE runs right
+            // after the script, so its answer is the role of the node that just ran it. Only when the
+            // script had to be re-sent (NOSCRIPT) did that ROLE run too early; it is asked again.
+            const [sent, role] = yield* Effect.all(
+              [
+                Effect.result(connection.send(Scripts.evalArgs("EVALSHA", script, keys, args), timeout)),
+                writesLease ? Effect.result(connection.send(["ROLE"], timeout)) : Effect.succeed(noRole)
+              ],
+              { concurrency: "unbounded" }
             )
+            const reloaded = sent._tag === "Failure" && sent.failure.code === "NOSCRIPT"
+            const reply = reloaded
+              ? yield* connection.send(Scripts.evalArgs("EVAL", script, keys, args), yield* left)
+              : yield* Effect.fromResult(sent)
+            const [value, outcome] = yield* interpret(reply)
             if (outcome === "no-write") return value
-            return yield* checkWrite(connection, value, asking).pipe(Effect.mapError(afterWrite))
+            const roleAfter = reloaded || Result.isFailure(role) ? undefined : role.success
+            return yield* checkWrite(connection, value, asking, roleAfter).pipe(Effect.mapError(afterWrite))
           })
         )
       )
     // Everything after an applied write: the role, the client's view, the replicas.
-    const checkWrite = (connection: { readonly address: string; readonly send: Send }, value: A, asking: boolean) =>
+    const checkWrite = (
+      connection: { readonly address: string; readonly send: Send },
+      value: A,
+      asking: boolean,
+      roleAfterWrite: unknown
+    ) =>
       Effect.gen(function* () {
-        const role = yield* connection.send(["ROLE"], yield* left)
+        const role = roleAfterWrite ?? (yield* connection.send(["ROLE"], yield* left))
         const isMaster = Array.isArray(role) && role[0] === "master"
         if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
           return yield* onNotMaster(connection.address)
