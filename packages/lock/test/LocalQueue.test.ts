@@ -72,3 +72,77 @@ describe("in-process turns", () => {
     })
   )
 })
+
+describe("in-process turns: interruption, order and what a timeout reports", () => {
+  /** A lock whose key `k` is held by another fiber of the same client until `release` completes. */
+  const heldByAnotherFiber = Effect.gen(function* () {
+    const lock = yield* Lock.make({ leaseDuration: "30 seconds" })
+    const inside = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const holder = yield* Effect.forkChild(
+      Deferred.succeed(inside, undefined).pipe(
+        Effect.andThen(Deferred.await(release)),
+        lock.withLock("k", { waitTimeout: "1 second" })
+      )
+    )
+    yield* Deferred.await(inside)
+    return { lock, release, holder }
+  }).pipe(Effect.provide(MemoryBackend.layer))
+
+  it.effect("a fiber waiting for its turn stops at once when interrupted", () =>
+    Effect.gen(function* () {
+      const { lock, release, holder } = yield* heldByAnotherFiber
+      const waiter = yield* Effect.forkChild(lock.withLock("k", { waitTimeout: "30 seconds" })(Effect.void))
+      yield* TestClock.adjust("100 millis")
+      // No clock advance and no release: the interrupt alone must end the wait.
+      yield* Fiber.interrupt(waiter)
+      assert.isDefined(waiter.pollUnsafe(), "the waiter ended without its turn coming")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      // The turn was not lost with the interrupted waiter.
+      assert.strictEqual(yield* lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("free")), "free")
+    })
+  )
+
+  it.effect("tryWithLock cannot slip in between a release and the waiting fiber it hands the turn to", () =>
+    Effect.gen(function* () {
+      const { lock, release, holder } = yield* heldByAnotherFiber
+      const waiterInside = yield* Deferred.make<void>()
+      const waiterDone = yield* Deferred.make<void>()
+      const waiter = yield* Effect.forkChild(
+        lock.withLock("k", { waitTimeout: "30 seconds" })(
+          Deferred.succeed(waiterInside, undefined).pipe(
+            Effect.andThen(Deferred.await(waiterDone)),
+            Effect.as("waiter")
+          )
+        )
+      )
+      yield* TestClock.adjust("1 millis")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      // The holder is gone; the turn must already belong to the fiber that was waiting.
+      const tried = yield* lock.tryWithLock("k")(Effect.succeed("try"))
+      assert.isTrue(Option.isNone(tried), "the turn went to the fiber that was already waiting")
+      yield* Deferred.await(waiterInside)
+      yield* Deferred.succeed(waiterDone, undefined)
+      assert.strictEqual(yield* Fiber.join(waiter), "waiter")
+    })
+  )
+
+  it.effect("a fiber that times out behind another reports the whole wait, as busy", () =>
+    Effect.gen(function* () {
+      const { lock, release, holder } = yield* heldByAnotherFiber
+      const waiter = yield* Effect.forkChild(Effect.flip(lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void)))
+      yield* TestClock.adjust("5 seconds")
+      const error = yield* Fiber.join(waiter)
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") {
+        assert.strictEqual(error.waitedMillis, 5000)
+        assert.strictEqual(error.reason, "busy")
+        assert.strictEqual(error.attempts, 0)
+      }
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+    })
+  )
+})

@@ -14,6 +14,7 @@ import type * as Scope from "effect/Scope"
 import { RedisError } from "@sage/lock/LockError"
 import { parseAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
+import { awaitReplicas } from "./acknowledgement.ts"
 import { renewAll } from "./replicatedRenewal.ts"
 import * as Scripts from "./scripts.ts"
 import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
@@ -39,18 +40,6 @@ export interface Topology {
   /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
   readonly subscriber: () => Promise<Subscriber>
 }
-
-const noReplicas = (address: string): RedisError =>
-  new RedisError({
-    command: "WAIT",
-    kind: "server",
-    code: "NO_REPLICAS",
-    reply:
-      `the master ${address} has no replicas, so replica acknowledgement can never succeed: ` +
-      "add replicas, or set replicaAcknowledgement: false",
-    retryable: false,
-    mayHaveExecuted: true
-  })
 
 /** Errors after which the client's view of the topology is probably stale. */
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
@@ -130,26 +119,7 @@ const guardedWrite = <A>(
           return yield* onNotMaster(connection.address)
         }
         if (!request.acknowledge) return value
-        // Every replica that both the client's view and the master itself (ROLE) list, and at least
-        // one: right after a failover the new master has fewer replicas than the view remembers, and a
-        // master that lists none (restarted empty, isolated) must not pass with WAIT 0.
-        const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
-        // Neither the view nor the master knows a replica: the deployment has none, and waiting
-        // could only end in a timeout. Say so at once, naming the way out.
-        if (route.replicas === 0 && connected === 0) return yield* noReplicas(connection.address)
-        const wanted = Math.max(1, Math.min(route.replicas, connected))
-        const waitMillis = Math.floor(yield* left)
-        if (waitMillis < 1) {
-          return yield* failure("UNACKNOWLEDGED", "no time left to wait for replicas", true)
-        }
-        const acks = yield* connection.send(["WAIT", String(wanted), String(waitMillis)], waitMillis + 100)
-        if (typeof acks !== "number" || acks < wanted) {
-          return yield* failure(
-            "UNACKNOWLEDGED",
-            `${String(acks)} of ${wanted} replica(s) acknowledged within ${waitMillis} ms`,
-            true
-          )
-        }
+        yield* awaitReplicas(connection, route.replicas, role, yield* left)
         return value
       })
     return yield* attempt(route.address, false).pipe(

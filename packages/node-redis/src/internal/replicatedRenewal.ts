@@ -11,6 +11,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { RedisError } from "@sage/lock/LockError"
+import { awaitReplicas } from "./acknowledgement.ts"
 import { replicatedFailure as failure, runScript } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import type { Route, Topology } from "./replicated.ts"
@@ -120,21 +121,9 @@ const renewOnNode = (
           return wrote(failure("NOT_MASTER", `${connection.address} is not the master for these keys`, true))
         }
         if (!acknowledge) return results
-        const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
-        const wanted = Math.max(1, Math.min(group.route.replicas, connected))
-        const waitMillis = Math.floor(yield* left)
-        if (waitMillis < 1) return wrote(failure("UNACKNOWLEDGED", "no time left to wait for replicas", true))
-        const acks = yield* connection.send(["WAIT", String(wanted), String(waitMillis)], waitMillis + 100)
-        if (typeof acks !== "number" || acks < wanted) {
-          return wrote(
-            failure(
-              "UNACKNOWLEDGED",
-              `${String(acks)} of ${wanted} replica(s) acknowledged within ${waitMillis} ms`,
-              true
-            )
-          )
-        }
-        return results
+        // One WAIT covers every write of the pipeline: it counts all writes made on its connection.
+        const acknowledged = yield* Effect.result(awaitReplicas(connection, group.route.replicas, role, yield* left))
+        return acknowledged._tag === "Success" ? results : wrote(acknowledged.failure)
       })
     )
   })
