@@ -63,11 +63,24 @@ const instrument = (backend: Backend, recorder: Recorder): Backend => {
           })
         )
       })
+  const renewAll = backend.renewAll
   return {
     description: backend.description,
     acquire: timed(recorder.acquire, backend.acquire),
     renew: timed(recorder.renew, backend.renew),
-    release: timed(recorder.release, backend.release)
+    release: timed(recorder.release, backend.release),
+    // A batched renewal is timed as one renewal sample (with one lock held, it is one).
+    ...(renewAll === undefined
+      ? {}
+      : {
+          renewAll: (requests: Parameters<NonNullable<Backend["renewAll"]>>[0]) =>
+            Effect.suspend(() => {
+              if (!recorder.recording) return renewAll(requests)
+              const start = now()
+              return Effect.tap(renewAll(requests), () => Effect.sync(() => recorder.renew.push(now() - start)))
+            })
+        }),
+    wakeups: backend.wakeups
   }
 }
 
