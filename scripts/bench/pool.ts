@@ -36,9 +36,20 @@ type Run = (args: ReadonlyArray<string>) => Promise<unknown>
 /** acquire (must succeed: every key is fresh) then release, as one sample. */
 const lockRoundTrip = async (run: Run, key: string): Promise<void> => {
   const token = Crypto.randomUUID()
-  const acquired = await run(["EVALSHA", acquireSha, "1", key, token, leaseMillis])
+  // The same KEYS and ARGV the standalone backend sends: no waiter id (nobody waits here).
+  const keys = LockScripts.keysOf(key)
+  const acquired = await run(["EVALSHA", acquireSha, "3", ...keys, token, leaseMillis, "", "0"])
   if (!Array.isArray(acquired) || acquired[0] !== 1) throw new Error(`acquire ${key}: ${JSON.stringify(acquired)}`)
-  const released = await run(["EVALSHA", releaseSha, "1", key, token])
+  const released = await run([
+    "EVALSHA",
+    releaseSha,
+    "3",
+    ...keys,
+    token,
+    LockScripts.wakeChannel(key),
+    "PUBLISH",
+    "500"
+  ])
   if (released !== 1) throw new Error(`release ${key}: ${JSON.stringify(released)}`)
 }
 
