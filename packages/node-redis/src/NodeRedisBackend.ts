@@ -140,6 +140,58 @@ export const make = (
   })
 
 /**
+ * A node-redis client the application already owns, as accepted by `fromClient`/`layerFromClient`:
+ * what `createClient` returns, connected by the application (only `sendCommand` and `duplicate`
+ * are used).
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type SharedClient = Standalone.SharedClient
+
+/**
+ * The standalone backend over a client the application already owns and has connected: lock
+ * operations share its connection, and the lock never closes it. Wake-ups open one more connection
+ * of the lock's own (a duplicate of the client, subscribing), the first time a lock is waited for,
+ * and close it with the scope.
+ *
+ * **Gotchas**
+ * The application keeps the client's `error` listener and reconnect policy; a client created with
+ * `disableOfflineQueue: false` (node-redis's default) may queue lock commands while reconnecting,
+ * which the lock bounds by each command's time limit.
+ *
+ * @category constructors
+ * @since 0.2.0
+ */
+export const fromClient = (client: SharedClient): Effect.Effect<LockBackend.Backend, never, Scope.Scope> =>
+  Standalone.fromClient(client, "node-redis standalone (shared client)")
+
+/**
+ * The `LockBackend` over a node-redis client the application already owns (see `fromClient`).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Lock } from "@sage/lock"
+ * import { NodeRedisBackend } from "@sage/lock-node-redis"
+ * import { createClient } from "redis"
+ *
+ * const program = Effect.gen(function* () {
+ *   const client = yield* Effect.promise(() => createClient({ url: "redis://127.0.0.1:6379" }).connect())
+ *   const LockLive = Lock.layer().pipe(Layer.provide(NodeRedisBackend.layerFromClient(client)))
+ *   yield* Lock.withLock("report", { waitTimeout: "1 second" })(Effect.log("one at a time")).pipe(
+ *     Effect.provide(LockLive)
+ *   )
+ * })
+ * ```
+ *
+ * @category layers
+ * @since 0.2.0
+ */
+export const layerFromClient = (client: SharedClient): Layer.Layer<LockBackend.LockBackend> =>
+  Layer.effect(LockBackend.LockBackend, fromClient(client))
+
+/**
  * Connects to a Sentinel-managed master and returns the backend; it follows failovers.
  *
  * @category constructors

@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ClusterTopology, RedisServer, SentinelTopology, type ServerBinary } from "@sage/lock-testkit"
 import { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
+import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 /** The contract's view of a deployment, given how to find the node that owns a key. */
@@ -60,6 +61,27 @@ export const standaloneTarget = (
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
       const backend = yield* NodeRedisBackend.make({ url: server.url, ...options })
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, controlFor(server)))
+    })
+  )
+
+/**
+ * A server of `flavor` and the standalone backend over a client the test owns (as an application
+ * would): the lock shares the client's connection and never closes it.
+ */
+export const sharedClientTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl, unknown> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const client = yield* Effect.acquireRelease(
+        Effect.promise(() => {
+          const owned = createClient({ url: server.url, socket: { reconnectStrategy: () => 50 } })
+          owned.on("error", () => {})
+          return owned.connect()
+        }),
+        (owned) => Effect.promise(() => owned.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
+      )
+      const backend = yield* NodeRedisBackend.fromClient(client)
       return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, controlFor(server)))
     })
   )

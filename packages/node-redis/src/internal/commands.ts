@@ -27,10 +27,13 @@ export const noReply = (command: string, timeoutMillis: number): RedisError =>
 /**
  * Sends one command and completes within `timeoutMillis` whatever the server does.
  *
- * node-redis's own `timeout` only drops a command that has not been written yet (a queued one while
- * reconnecting); once written, it waits for the reply forever. So a plain timer bounds the wait for
- * a written command, and the node-redis timeout still drops an unwritten one. A late reply is
- * ignored. One timer per command, no fiber and no abort signal: this is on every lock call's path.
+ * node-redis's own `timeout` only drops a command that has not been written yet; once written, the
+ * command waits for its reply forever. So a plain timer bounds the wait, and a late reply is
+ * ignored. node-redis's timeout is not passed (it costs an `AbortSignal` timer per command): a
+ * command queued while the client reconnects may therefore still run once it is back, which is
+ * safe for every lock command (an abandoned acquire is followed in the same queue by its cleanup
+ * release; renew, release and leave are harmless late). One timer per command, no fiber and no
+ * abort signal: this is on every lock call's path.
  */
 export const sendWithin = (
   client: CommandClient,

@@ -13,6 +13,23 @@ import * as Wakeups from "./wakeups.ts"
 
 type Client = ReturnType<typeof createClient>
 
+/** What the lock needs of a client's duplicate, which it owns and uses as the wake-up subscriber. */
+export interface SubscriberClient {
+  on(event: "error", listener: (error: unknown) => void): unknown
+  connect(): Promise<unknown>
+  subscribe(channel: string, listener: (message: string) => void): Promise<unknown>
+  unsubscribe(channel: string): Promise<unknown>
+  close(): Promise<unknown>
+  destroy(): void
+  readonly isOpen: boolean
+}
+
+/** What the lock needs of a connected client it shares: commands, and a duplicate to subscribe with. */
+export interface SharedClient {
+  sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
+  duplicate(): SubscriberClient
+}
+
 /** 20 ms doubling up to 500 ms, plus up to 50 ms of jitter: a lock cannot wait seconds to reconnect. */
 export const defaultReconnect = (retries: number): number =>
   Math.min(20 * 2 ** retries, 500) + Math.floor(Math.random() * 50)
@@ -83,7 +100,7 @@ export const renewChunk = 500
  * connection; wake-ups use one more connection, a subscriber opened the first time a lock is waited
  * for, and closed with the scope.
  */
-export const fromClient = (client: Client, description: string): Effect.Effect<Backend, never, Scope.Scope> => {
+export const fromClient = (client: SharedClient, description: string): Effect.Effect<Backend, never, Scope.Scope> => {
   const send: Send = (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
   const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
     const first = requests[0]!
@@ -104,7 +121,7 @@ export const fromClient = (client: Client, description: string): Effect.Effect<B
     )
   }
   return Effect.gen(function* () {
-    let subscriber: Client | undefined
+    let subscriber: SubscriberClient | undefined
     yield* Effect.addFinalizer(() =>
       subscriber === undefined
         ? Effect.void
