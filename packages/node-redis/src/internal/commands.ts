@@ -10,7 +10,7 @@ export type Send = (args: ReadonlyArray<string>, timeoutMillis: number) => Effec
 
 /** What `sendWithin` needs of a node-redis client (a standalone client or a pooled connection). */
 export interface CommandClient {
-  sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
+  sendCommand(args: Array<string>): Promise<unknown>
 }
 
 /** The failure of a command that got no reply within its time limit. */

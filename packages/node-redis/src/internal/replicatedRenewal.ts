@@ -7,7 +7,6 @@
 // still calls itself master, the client's view agrees, and the replicas confirmed it. A renewal that
 // meets a redirect (`MOVED`, `ASK`: a slot migrating) is retried on its own through the single-key
 // path, which follows `ASK`.
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { RedisError } from "@sage/lock/LockError"
@@ -16,11 +15,7 @@ import { replicatedFailure as failure, runScript } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import type { Route, Topology } from "./replicated.ts"
 import * as Scripts from "./scripts.ts"
-
-// Budgets are local durations: the monotonic clock, never the wall clock.
-const nowMillis: Effect.Effect<number> = Clock.clockWith((clock) =>
-  Effect.sync(() => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n))
-)
+import { monotonicMillis } from "./time.ts"
 
 interface Group {
   readonly route: Route
@@ -88,8 +83,8 @@ const renewOnNode = (
   budget: number
 ): Effect.Effect<ReadonlyArray<RenewReply>, RedisError> =>
   Effect.gen(function* () {
-    const start = yield* nowMillis
-    const left = Effect.map(nowMillis, (now) => budget - (now - start))
+    const start = yield* monotonicMillis
+    const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const acknowledge = requests[group.indexes[0]!]!.acknowledge
     return yield* pool.use(group.route.address, budget, (connection) =>
       Effect.gen(function* () {

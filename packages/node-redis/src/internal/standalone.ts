@@ -7,7 +7,7 @@ import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { RedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
-import { parseAcquire, runScript, type Send, sendWithin, unexpected } from "./commands.ts"
+import { type CommandClient, parseAcquire, runScript, type Send, sendWithin, unexpected } from "./commands.ts"
 import * as Scripts from "./scripts.ts"
 import * as Wakeups from "./wakeups.ts"
 
@@ -25,8 +25,7 @@ export interface SubscriberClient {
 }
 
 /** What the lock needs of a connected client it shares: commands, and a duplicate to subscribe with. */
-export interface SharedClient {
-  sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
+export interface SharedClient extends CommandClient {
   duplicate(): SubscriberClient
 }
 
