@@ -47,7 +47,7 @@ export const scripted = (
         calls.acquire.push(request)
         return within(
           request,
-          handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired" })
+          handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired", fence: 1 })
         )
       }),
     renew: (request) =>
@@ -60,6 +60,7 @@ export const scripted = (
         calls.release.push(request)
         return within(request, handlers.release?.(request) ?? Effect.succeed(true))
       }),
+    check: (request) => within(request, Effect.succeed(true)),
     ...(handlers.renewAll === undefined
       ? {}
       : {
