@@ -12,10 +12,12 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as KeyCodec from "../KeyCodec.ts"
+import type { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
 import { acquire, type AcquireOutcome } from "./acquire.ts"
 import { lockKey } from "./keys.ts"
+import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
@@ -65,12 +67,13 @@ export interface Call {
 /**
  * Acquire (inside the caller's interruptibility), run the body while the lease is renewed, then
  * release uninterruptibly whatever happened. Returns `None` only when `try` found the lock busy.
+ * The body is given the call's `Lease`.
  */
 export const runLocked = <A, E, R>(
   client: Client,
   call: Call,
   body: Effect.Effect<A, E, R>
-): Effect.Effect<Option.Option<A>, E | LockError, R> =>
+): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
   Effect.uninterruptibleMask((restore) => {
     const { backend, settings, metrics } = client
     const { key } = call
@@ -98,17 +101,17 @@ export const runLocked = <A, E, R>(
       acknowledge: false
     })
 
-    const hold = (sentAt: number): Effect.Effect<Option.Option<A>, E | LockError, R> => {
-      let lost: LockLost | undefined
+    const hold = (sentAt: number, fence: number): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> => {
+      const lease = new LeaseHandle(key, settings.namespace, fence, token, backend, client.renewals)
       let fiber: Fiber.Fiber<A, E> | undefined
       const onLost = (error: LockLost): void => {
-        lost = error
+        lease.lose(error)
         fiber?.interruptUnsafe()
       }
       return Effect.flatMap(client.renewals.register(key, token, sentAt, onLost), (renewal) =>
-        Effect.flatMap(Effect.forkChild(body, { startImmediately: true }), (forked) => {
+        Effect.flatMap(Effect.forkChild(lease.provide(body, renewal), { startImmediately: true }), (forked) => {
           fiber = forked
-          if (lost !== undefined) forked.interruptUnsafe()
+          if (lease.lostWith !== undefined) forked.interruptUnsafe()
           const done = forked.pollUnsafe()
           const joined: Effect.Effect<Exit.Exit<A, E>> =
             done !== undefined
@@ -121,6 +124,7 @@ export const runLocked = <A, E, R>(
                 )
           return Effect.flatMap(joined, (bodyExit) => {
             client.renewals.unregister(renewal)
+            const lost = lease.release()
             const exit: Exit.Exit<A, E | LockLost> =
               lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
                 ? Exit.fail(lost)
@@ -160,6 +164,6 @@ export const runLocked = <A, E, R>(
       })
 
     return Effect.flatMap(restore(acquisition), (outcome: AcquireOutcome) =>
-      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt)
+      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt, outcome.lease.fence)
     )
   })

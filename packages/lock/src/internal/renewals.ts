@@ -50,6 +50,11 @@ export interface Renewals {
   ) => Effect.Effect<Renewal>
   /** Stops renewing (the body ended). Idempotent. */
   readonly unregister: (renewal: Renewal) => void
+  /**
+   * Reports a loss found outside the scheduler (a lease check the server answered "not held"), as
+   * a failed renewal would: the lease stops renewing and its `onLost` runs. Ignored once inactive.
+   */
+  readonly lose: (renewal: Renewal, reason: "ownership") => void
   /** How many leases are being renewed (tests and metrics). */
   readonly size: () => number
 }
@@ -247,6 +252,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
       renewal.active = false
       leases.delete(renewal)
     },
+    lose: (renewal, reason) => lose(renewal, reason),
     size: () => leases.size
   }
 }
