@@ -48,15 +48,16 @@ export interface Handle {
    */
   readonly ensure: Effect.Effect<void, LockLost>
   /**
-   * Asks the server whether the lock key still holds this lease's token (one round trip, on the
-   * key's master, within one second and never past the usable lease; not retried). `false` when the
-   * server says no, or when the lease was already lost or released (then no round trip is made).
+   * Asks the server whether the lock key still holds this lease's token: one round trip, on the
+   * key's master, within one second and never past the usable lease, not retried. Succeeds when it
+   * does; fails with `LockLost` when it does not, or when the lease already ended (then without a
+   * round trip), and with `RedisError` when the server cannot answer.
    *
    * **Details**
-   * A `false` from the server is a loss: it is reported as the renewal would report it, so the body
-   * of `withLock` is interrupted and the call fails with `LockLost`.
+   * A "not held" answer is a loss, reported as a failed renewal would report it: the lease stops
+   * renewing, the body of `withLock` is interrupted and the call fails with `LockLost`.
    */
-  readonly check: Effect.Effect<boolean, RedisError>
+  readonly check: Effect.Effect<void, LockLost | RedisError>
   /**
    * Waits until the lease ends and fails with the `LockLost` that ended it (a loss, or
    * `reason: "released"` after a release). Never succeeds. Race it against work that must stop when

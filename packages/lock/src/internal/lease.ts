@@ -113,25 +113,36 @@ export class LeaseHandle implements Handle {
     })
   }
 
-  get check(): Effect.Effect<boolean, RedisError> {
-    return Effect.flatMap(nowMillis, (now) => {
-      const renewal = this.renewal
-      const left = this.validUntil() - now
-      if (renewal === undefined || left <= 0) return Effect.succeed(false)
-      return Effect.map(
-        this.backend.check({
-          key: this.key,
-          token: this.token,
-          leaseMillis: 0,
-          timeoutMillis: Math.min(releaseTimeoutMillis, left),
-          acknowledge: false
-        }),
-        (held) => {
-          if (!held) this.renewals.lose(renewal, "ownership")
-          return held && this.endedWith === undefined
-        }
-      )
-    })
+  get check(): Effect.Effect<void, LockLost | RedisError> {
+    return Effect.flatMap(this.ensure, () =>
+      Effect.flatMap(nowMillis, (now) => {
+        const renewal = this.renewal!
+        return Effect.flatMap(
+          this.backend.check({
+            key: this.key,
+            token: this.token,
+            leaseMillis: 0,
+            timeoutMillis: Math.max(1, Math.min(releaseTimeoutMillis, renewal.validUntil - now)),
+            acknowledge: false
+          }),
+          (held) => {
+            if (held) return Effect.void
+            // Reported as a failed renewal would be: the lease stops renewing and its call is told.
+            this.renewals.lose(renewal, "ownership")
+            return Effect.fail(
+              this.endedWith ??
+                new LockLost({
+                  key: this.key,
+                  namespace: this.namespace,
+                  phase: "renew",
+                  reason: "ownership",
+                  bodyCompleted: false
+                })
+            )
+          }
+        )
+      })
+    )
   }
 
   get lost(): Effect.Effect<never, LockLost> {
