@@ -273,3 +273,33 @@ for i = 1, #KEYS do
 end
 return replies
 `
+
+/**
+ * Fenced set: write a value kept in Redis only for a writer whose fencing token is not older than
+ * the newest one the value has accepted, so a stale lock holder (paused past its lease, or cut off
+ * by a failover) cannot overwrite the work of a later holder.
+ *
+ * - KEYS[1]: the data key. KEYS[2]: where the highest token accepted for it is kept (give both one
+ *   hash tag on Cluster, e.g. `{account:42}` and `{account:42}:fence`).
+ * - ARGV[1]: the writer's fencing token (an integer). ARGV[2]: the value.
+ * - Reply `{1, token}`: written (the token was equal to or above the last accepted one, which it now
+ *   is). Reply `{0, last}`: rejected, nothing written; `last` is the newer token already accepted.
+ * - A token that is not a number fails with an `ERR` reply.
+ *
+ * @category scripting
+ * @since 0.3.0
+ */
+export const fencedSet = `local token = tonumber(ARGV[1])
+if token == nil then
+  return redis.error_reply("ERR fencing token is not a number")
+end
+local last = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
+if token < last then
+  return {0, last}
+end
+redis.call("SET", KEYS[1], ARGV[2])
+if token > last then
+  redis.call("SET", KEYS[2], ARGV[1])
+end
+return {1, token}
+`

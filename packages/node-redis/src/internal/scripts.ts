@@ -23,8 +23,9 @@ export const release: Script = script("release", LockScripts.release)
 export const renewAll: Script = script("renewAll", LockScripts.renewAll)
 export const leave: Script = script("leave", LockScripts.leave)
 export const check: Script = script("check", LockScripts.check)
+export const fencedSet: Script = script("fencedSet", LockScripts.fencedSet)
 
-export const all: ReadonlyArray<Script> = [acquire, renew, release, renewAll, leave, check]
+export const all: ReadonlyArray<Script> = [acquire, renew, release, renewAll, leave, check, fencedSet]
 
 /** Arguments of `EVALSHA`/`EVAL` for a script over `keys`. */
 export const evalArgs = (
