@@ -104,15 +104,16 @@ export const lease = (it: It): void => {
   it.effect("L4. renewals leave the token unchanged", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "300 millis" })
+      // Renewed every 200 ms; a shorter lease lost renewals to scheduling delays on a loaded machine.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "600 millis" })
       const fenceKey = LockScripts.fenceKey(redisKey(lock.namespace, "long"))
       const [before, after, onServer] = yield* Effect.gen(function* () {
         const before = yield* Lease.fencingToken
-        yield* Effect.sleep("1200 millis")
+        yield* Effect.sleep("1500 millis")
         return [before, yield* Lease.fencingToken, yield* control.get(fenceKey)] as const
       }).pipe(lock.withLock("long", { waitTimeout: "2 seconds" }))
       assert.strictEqual(after, before)
-      assert.strictEqual(onServer, String(before), "about four renewals did not issue a token")
+      assert.strictEqual(onServer, String(before), "about seven renewals did not issue a token")
     })
   )
 
