@@ -244,8 +244,10 @@ export const make: <K = string>(
           )
           .pipe(
             Effect.onExit((exit) => {
-              if (Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause)) return Effect.void
+              if (Exit.isSuccess(exit)) return Effect.void
+              // Not acquired (or the scope closed first): the caller gets the failure or interruption.
               if (!handedOver) return Effect.sync(() => Deferred.doneUnsafe(ready, Exit.failCause(exit.cause)))
+              if (Cause.hasInterruptsOnly(exit.cause)) return Effect.void
               return Effect.logWarning(
                 `lock ${String(key)} held by a scope was lost before the scope closed`,
                 exit.cause

@@ -199,6 +199,22 @@ describe("Lock.acquire (scoped)", () => {
     }).pipe(Effect.provide(MemoryBackend.layer))
   )
 
+  it.effect("a scope closed while the acquisition waits ends the acquisition instead of leaving it hanging", () =>
+    Effect.gen(function* () {
+      const holder = yield* Lock.make()
+      const lock = yield* Lock.make()
+      yield* Effect.forkChild(holder.withLock("k", { waitTimeout: "1 second" })(Effect.never))
+      yield* Effect.yieldNow
+      const scope = yield* Scope.make()
+      const fiber = yield* Effect.forkChild(lock.acquire("k", { waitTimeout: "1 minute" }).pipe(Scope.provide(scope)))
+      yield* TestClock.adjust("1 second")
+      assert.isUndefined(fiber.pollUnsafe(), "still waiting for the busy lock")
+      yield* Scope.close(scope, Exit.void)
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.hasInterrupts(exit), String(exit))
+    }).pipe(Effect.provide(MemoryBackend.layer))
+  )
+
   it.effect("a loss fails lease.lost with LockLost for whoever races against it", () =>
     Effect.gen(function* () {
       const fake = scripted({ renew: () => Effect.succeed(false) })
