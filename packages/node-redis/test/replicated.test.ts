@@ -24,7 +24,7 @@ const scripted = (options: { role: unknown; viewSaysMaster: boolean; viewReplica
             sent.push(args)
             if (args[0] === "ROLE") return options.role
             if (args[0] === "WAIT") return Number(args[1])
-            if (args[1] === Scripts.acquire.sha1) return [1]
+            if (args[1] === Scripts.acquire.sha1) return [1, 1]
             return 1
           })
       })
