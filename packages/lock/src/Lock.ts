@@ -21,26 +21,22 @@
  *
  * @since 0.1.0
  */
-import * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as KeyCodec from "./KeyCodec.ts"
-import { type Handle, Lease } from "./Lease.ts"
+import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
-import type { LeaseHandle } from "./internal/lease.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
 import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
+import { acquireScoped } from "./internal/scoped.ts"
 import { nowMillis } from "./internal/time.ts"
 import { makeSettings, positiveMillis, tryBudgetMillis } from "./internal/settings.ts"
 
@@ -214,54 +210,9 @@ export const make: <K = string>(
         })
       )
     )
-  const acquireScoped = (key: K, callOptions: AcquireOptions): Effect.Effect<Handle, LockError, Scope.Scope> =>
-    Effect.withFiber((caller) =>
-      Effect.suspend(() => {
-        const interruptOnLoss = callOptions.interruptOnLoss !== false
-        const ready = Deferred.makeUnsafe<Handle, LockError>()
-        let handedOver = false
-        // A fiber of the scope holds the lock with withLock, whose body hands the lease over and
-        // waits: the scope's close interrupts that body, and withLock's release follows. A loss
-        // interrupts the body too (ending the fiber with LockLost) and, unless someone watches
-        // `lease.lost`, the caller as well, as soon as the loss is found.
-        const holder = client
-          .withLock(
-            key,
-            callOptions
-          )(
-            Lease.use((lease) =>
-              Effect.andThen(
-                Effect.sync(() => {
-                  if (interruptOnLoss) {
-                    ;(lease as LeaseHandle).whenLost((watched) => watched || caller.interruptUnsafe())
-                  }
-                  handedOver = true
-                  Deferred.doneUnsafe(ready, Exit.succeed(lease))
-                }),
-                Effect.never
-              )
-            )
-          )
-          .pipe(
-            Effect.onExit((exit) => {
-              if (Exit.isSuccess(exit)) return Effect.void
-              // Not acquired (or the scope closed first): the caller gets the failure or interruption.
-              if (!handedOver) return Effect.sync(() => Deferred.doneUnsafe(ready, Exit.failCause(exit.cause)))
-              if (Cause.hasInterruptsOnly(exit.cause)) return Effect.void
-              return Effect.logWarning(
-                `lock ${String(key)} held by a scope was lost before the scope closed`,
-                exit.cause
-              )
-            })
-          )
-        return Effect.flatMap(Effect.forkScoped(holder, { startImmediately: true }), (fiber) =>
-          // Interrupted while waiting: stop the holder now rather than when the scope closes.
-          Effect.onInterrupt(Deferred.await(ready), () => Fiber.interrupt(fiber))
-        )
-      })
-    )
   const client: LockClient<K> = {
-    acquire: acquireScoped,
+    acquire: (key, callOptions) =>
+      acquireScoped(client.withLock(key, callOptions), callOptions?.interruptOnLoss !== false),
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
     withLock: (key, callOptions) => (body) =>

@@ -1,7 +1,9 @@
 // Fenced writes on real servers: a write carrying an older fencing token than the data last accepted
 // is rejected, and a holder paused past its lease cannot overwrite the next holder's write.
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { Lease, Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
@@ -80,6 +82,50 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const late = yield* FencedWrite.set(client, { key: data, value: "100", fencingToken: pausedToken })
         assert.strictEqual(late._tag, "Stale")
         assert.strictEqual(yield* server.command("GET", data), "110", "the later holder's write stands")
+      })
+    )
+
+    it.live("a write already on its way when the lock was lost is rejected, and its call fails with LockLost", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const client = yield* connect(server.url)
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        // Two clients, as two processes would be (one client would queue its own calls).
+        const [holder, next] = yield* Effect.forEach([1, 2], () =>
+          Lock.make({ namespace: "bank", leaseDuration: "1 second" }).pipe(Effect.provideService(LockBackend, backend))
+        )
+        const data = "{account:7}:balance"
+        yield* Effect.gen(function* () {
+          const inside = yield* Deferred.make<void>()
+          const go = yield* Deferred.make<void>()
+          // The first holder's write cannot be stopped once started (uninterruptible, like a request
+          // already sent); it is held back until the lock has moved on.
+          const first = yield* Effect.forkChild(
+            Effect.gen(function* () {
+              const token = yield* Lease.fencingToken
+              yield* Deferred.succeed(inside, undefined)
+              return yield* Effect.uninterruptible(
+                Effect.andThen(
+                  Deferred.await(go),
+                  FencedWrite.set(client, { key: data, value: "first", fencingToken: token })
+                )
+              )
+            }).pipe(holder!.withLock("account:7", { waitTimeout: "2 seconds" }), Effect.result)
+          )
+          yield* Deferred.await(inside)
+          // The lock key vanishes (a failover that lost it, an eviction): the next holder gets in.
+          yield* server.command("DEL", "bank:{account:7}")
+          const second = yield* Effect.gen(function* () {
+            const token = yield* Lease.fencingToken
+            return yield* FencedWrite.set(client, { key: data, value: "second", fencingToken: token })
+          }).pipe(next!.withLock("account:7", { waitTimeout: "2 seconds" }))
+          assert.deepStrictEqual(second, { _tag: "Written" })
+          yield* Deferred.succeed(go, undefined)
+          const outcome = yield* Fiber.join(first)
+          assert.strictEqual(outcome._tag, "Failure", "the first call does not succeed")
+          if (outcome._tag === "Failure") assert.strictEqual(outcome.failure._tag, "LockLost")
+          assert.strictEqual(yield* server.command("GET", data), "second", "the stale write was rejected")
+        })
       })
     )
   })
