@@ -8,9 +8,9 @@
  *
  * Each script touches one lock: its key and, for acquire, release and leave, the two queue keys of
  * its waiters (and, for acquire, its fence key), all declared in `KEYS` and sharing one hash tag, so
- * they are Cluster-safe. While a
- * slot migrates, a script whose keys are split between the two nodes gets `TRYAGAIN`, which the lock
- * retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel).
+ * they are Cluster-safe. While a slot migrates, a script whose keys are split between the two nodes
+ * gets `TRYAGAIN`, which the lock retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel);
+ * `fencedSet` touches no lock at all: it guards the application's own data with a fencing token.
  *
  * @since 0.1.0
  */
