@@ -62,6 +62,8 @@ describe("Lease in the body (in-memory backend)", () => {
         return { key: lease.key, namespace: lease.namespace, tokenBefore, first, later }
       }).pipe(lock.withLock("k", { waitTimeout: "1 second" }))
       assert.strictEqual(seen.key, "acc:{k}")
+      const tried = yield* Lease.fencingToken.pipe(lock.tryWithLock("k"))
+      assert.isTrue(Option.isSome(tried) && tried.value > seen.tokenBefore, "tryWithLock bodies get their lease too")
       assert.strictEqual(seen.namespace, "acc")
       assert.isAbove(seen.tokenBefore, 0)
       assert.strictEqual(seen.first, usable, "a fresh lease can be relied on for the usable lease")
@@ -244,12 +246,15 @@ describe("Lock.acquire (scoped)", () => {
         Effect.scoped(
           Effect.gen(function* () {
             const lease = yield* lock.acquire("k" + interruptOnLoss, { waitTimeout: "1 second", interruptOnLoss })
+            // Someone watched `lost` earlier and stopped: at the loss, nobody is watching.
+            yield* Effect.timeoutOption(lease.lost, "10 millis")
             yield* Effect.sleep("1 second")
             return (yield* Effect.flip(lease.ensure)).reason
           })
         )
       const interrupted = yield* Effect.forkChild(work(true))
       const kept = yield* Effect.forkChild(work(false))
+      yield* TestClock.adjust("10 millis")
       yield* TestClock.adjust("1 second")
       const exit = yield* Fiber.await(interrupted)
       assert.isTrue(Exit.hasInterrupts(exit), String(exit))

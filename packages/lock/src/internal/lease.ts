@@ -22,6 +22,8 @@ export class LeaseHandle implements Handle {
   private releasedWith: LockLost | undefined = undefined
   /** Created only when someone waits on `lost`. */
   private ended: Deferred.Deferred<never, LockLost> | undefined = undefined
+  /** How many fibers are waiting on `lost` right now. */
+  private watchers = 0
   /** Told of a loss as it is found (the scoped acquire's caller). */
   private onLoss: ((watched: boolean) => void) | undefined = undefined
 
@@ -58,7 +60,8 @@ export class LeaseHandle implements Handle {
     if (this.endedWith !== undefined) return
     this.lostWith = error
     if (this.ended !== undefined) Deferred.doneUnsafe(this.ended, Exit.fail(error))
-    this.onLoss?.(this.ended !== undefined)
+    // The watchers are resumed later, so they still count here.
+    this.onLoss?.(this.watchers > 0)
   }
 
   /** Calls `f` when the lease is lost, telling it whether anyone was waiting on `lost`. */
@@ -150,7 +153,11 @@ export class LeaseHandle implements Handle {
       const ended = this.endedWith
       if (ended !== undefined) return Effect.fail(ended)
       this.ended ??= Deferred.makeUnsafe<never, LockLost>()
-      return Deferred.await(this.ended)
+      this.watchers++
+      return Effect.ensuring(
+        Deferred.await(this.ended),
+        Effect.sync(() => this.watchers--)
+      )
     })
   }
 }
