@@ -50,7 +50,7 @@ const round = (url: string, namespace: string, count: number) =>
     Effect.forEach([1, 2, 3, 4], () => runWorker(url, namespace, count), { concurrency: "unbounded" }),
     (perWorker) => {
       for (const samples of perWorker) assert.strictEqual(samples.length, count, "every acquisition reported")
-      return perWorker.flat().sort((a, b) => (a.enteredAt < b.enteredAt ? -1 : a.enteredAt > b.enteredAt ? 1 : 0))
+      return perWorker.flat().toSorted((a, b) => (a.enteredAt < b.enteredAt ? -1 : a.enteredAt > b.enteredAt ? 1 : 0))
     }
   )
 
