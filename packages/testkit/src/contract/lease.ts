@@ -142,13 +142,14 @@ export const lease = (it: It): void => {
   it.effect("L6. Lock.acquire holds the lock, renewed, until the scope closes, then releases it", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "400 millis" })
+      // As in L4: 600 ms leases ride out scheduling delays on a loaded machine.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "600 millis" })
       const key = redisKey(lock.namespace, "scoped")
       const token = yield* Effect.scoped(
         Effect.gen(function* () {
           const lease = yield* lock.acquire("scoped", { waitTimeout: "2 seconds" })
-          yield* Effect.sleep("1200 millis")
-          assert.isAbove(yield* control.pttl(key), 0, "renewed past three leases")
+          yield* Effect.sleep("1500 millis")
+          assert.isAbove(yield* control.pttl(key), 0, "renewed past two leases")
           yield* lease.check
           yield* lease.ensure
           return lease.fencingToken
