@@ -53,8 +53,8 @@ pnpm exec publint --strict "$backend_tgz"
 
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
 pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
-  --include-entrypoints ./KeyCodec ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
-pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./NodeRedisBackend
+  --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
+pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./NodeRedisBackend
 
 step "install the tarballs with effect@$effect_version and redis@$redis_version from the registry"
 app="$work/app"

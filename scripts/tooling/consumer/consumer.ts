@@ -1,10 +1,11 @@
 // What a TypeScript user writes against the published typings: layers, the accessors, a typed key
 // client, error matching and deep imports. Type-checked (not run) under NodeNext and under Bundler.
 import { Config, Effect, Layer, Option } from "effect"
-import { KeyCodec, Lock, LockError, MemoryBackend } from "@sage/lock"
+import { KeyCodec, Lease, Lock, LockError, MemoryBackend } from "@sage/lock"
+import type { Handle } from "@sage/lock/Lease"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
-import { NodeRedisBackend } from "@sage/lock-node-redis"
+import { FencedWrite, NodeRedisBackend } from "@sage/lock-node-redis"
 
 const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.RedisError> = Lock.layer({
   leaseDuration: "10 seconds",
@@ -31,6 +32,21 @@ const jobs = Effect.gen(function* () {
   const client = yield* Lock.make({ namespace: "jobs", keyCodec: KeyCodec.integer })
   return yield* client.withLock(7, { waitTimeout: "1 second" })(Effect.succeed(7))
 })
+
+// The lease in the body (its requirement is removed), a scoped acquire, and a fenced write.
+const fencing: Effect.Effect<number, LockError.LockError, Lock.Lock> = Lease.fencingToken.pipe(
+  Lock.withLock("account:42", { waitTimeout: "2 seconds" })
+)
+const leader: Effect.Effect<number, LockError.LockError, Lock.Lock> = Effect.scoped(
+  Effect.map(Lock.acquire("leader", { waitTimeout: "1 second" }), (lease: Handle) => lease.fencingToken)
+)
+declare const redis: FencedWrite.Client
+const fencedWrite: Effect.Effect<FencedWrite.SetResult, LockError.RedisError> = FencedWrite.set(redis, {
+  key: "{account:42}:balance",
+  value: "110",
+  fencingToken: 1
+})
+export const fencingPrograms = [fencing, leader, fencedWrite] as const
 
 export const programs = [
   guarded.pipe(Effect.provide(LockLive)),
