@@ -18,12 +18,14 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as KeyCodec from "./KeyCodec.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
@@ -31,8 +33,9 @@ import * as LocalQueue from "./internal/localQueue.ts"
 import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
-import { nowMillis } from "./internal/time.ts"
-import { makeSettings, positiveMillis, tryBudgetMillis } from "./internal/settings.ts"
+import { makeSettings, positiveMillisResult, tryBudgetMillis } from "./internal/settings.ts"
+import { monotonicMillis, nowMillis } from "./internal/time.ts"
+import { traced } from "./internal/tracing.ts"
 
 /**
  * Options of a lock client. Validated once, when the client or layer is built.
@@ -122,9 +125,6 @@ export interface LockClient<K> {
  */
 export class Lock extends Context.Service<Lock, LockClient<string>>()("@sage/lock/Lock") {}
 
-// Spans of lock calls capture no call-site stack: that costs a stack trace per call.
-const noStackTrace = { captureStackTrace: false } as const
-
 /**
  * Builds a lock client for keys of type `K` over the `LockBackend` in context.
  *
@@ -180,46 +180,52 @@ export const make: <K = string>(
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
     withLock: (key, callOptions) => (body) =>
-      Effect.flatMap(positiveMillis("waitTimeout", callOptions?.waitTimeout), (waitMillis) =>
-        Effect.flatMap(Locked.encodeKey(codec, settings.namespace, key), (redisKey) =>
-          Effect.flatMap(nowMillis, (startedAt) => {
-            const deadline = startedAt + waitMillis
-            return Effect.map(
-              shared.queue.withTurn(
-                redisKey,
-                "wait",
-                waitMillis,
-                (waitedBehind) =>
-                  Locked.runLocked(shared, { key: redisKey, startedAt, deadline, mode: "wait", waitedBehind }, body),
-                // Another fiber of this client held or waited for the key the whole time.
-                timedOutBehind(redisKey, startedAt)
-              ),
-              // "wait" mode never yields None: a busy lock is retried until TimedOut.
-              Option.getOrThrow
-            ).pipe(Effect.withSpan("Lock.withLock", { attributes: { "lock.key": redisKey } }, noStackTrace))
-          })
+      // One synchronous step validates, encodes and reads the clock: this runs on every call.
+      Effect.withFiber((fiber) => {
+        const waitMillis = positiveMillisResult("waitTimeout", callOptions?.waitTimeout)
+        if (Result.isFailure(waitMillis)) return Effect.fail(waitMillis.failure)
+        const redisKey = Locked.encodeKey(codec, settings.namespace, key)
+        if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
+        const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
+        const deadline = startedAt + waitMillis.success
+        const call = shared.queue.withTurn(
+          redisKey.success,
+          "wait",
+          waitMillis.success,
+          (waitedBehind) =>
+            Locked.runLocked(shared, { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind }, body),
+          // Another fiber of this client held or waited for the key the whole time.
+          timedOutBehind(redisKey.success, startedAt)
         )
-      ),
+        // "wait" mode never yields None: a busy lock is retried until TimedOut.
+        return traced(fiber, Effect.map(call, Option.getOrThrow), "Lock.withLock", redisKey.success)
+      }),
     tryWithLock: (key) => (body) =>
-      Effect.flatMap(Locked.encodeKey(codec, settings.namespace, key), (redisKey) =>
-        Effect.flatMap(nowMillis, (startedAt) =>
-          shared.queue
-            .withTurn(
-              redisKey,
-              "try",
-              0,
-              () =>
-                Locked.runLocked(
-                  shared,
-                  { key: redisKey, startedAt, deadline: startedAt + tryBudget, mode: "try", waitedBehind: false },
-                  body
-                ),
-              // Another fiber of this client holds or waits for the key: busy, counted as such.
-              Effect.as(shared.metrics.busyInProcess, Option.none())
-            )
-            .pipe(Effect.withSpan("Lock.tryWithLock", { attributes: { "lock.key": redisKey } }, noStackTrace))
+      Effect.withFiber((fiber) => {
+        const redisKey = Locked.encodeKey(codec, settings.namespace, key)
+        if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
+        const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
+        const call = shared.queue.withTurn(
+          redisKey.success,
+          "try",
+          0,
+          () =>
+            Locked.runLocked(
+              shared,
+              {
+                key: redisKey.success,
+                startedAt,
+                deadline: startedAt + tryBudget,
+                mode: "try",
+                waitedBehind: false
+              },
+              body
+            ),
+          // Another fiber of this client holds or waits for the key: busy, counted as such.
+          Effect.as(shared.metrics.busyInProcess, Option.none())
         )
-      )
+        return traced(fiber, call, "Lock.tryWithLock", redisKey.success)
+      })
   }
   return client
 })

@@ -5,6 +5,8 @@
 // have executed) leaves the lock "uncertain": the next attempt settles it (the acquire script is
 // idempotent for our own token), and if none does, a bounded release runs before the call returns,
 // so nothing is left held beyond its lease.
+import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
@@ -13,7 +15,7 @@ import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
 import { releaseTimeoutMillis, type Settings } from "./settings.ts"
-import { nowMillis } from "./time.ts"
+import { monotonicMillis, withNow } from "./time.ts"
 
 /** A lock the caller holds: where, with which token, and when the request that granted it was sent. */
 export interface HeldLease {
@@ -45,6 +47,8 @@ export interface AcquireParams {
   readonly waiterId?: string | undefined
   /** Whether another fiber of the client waits for this key (it inherits the server registration). */
   readonly hasSuccessor: () => boolean
+  /** Told how the acquisition ended, and when (monotonic ms), in the caller's fiber context (metrics). */
+  readonly settled?: (context: Context.Context<never>, exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
 }
 
 /** Backoff while waiting for a busy lock: 10 ms doubling up to 1 s (or a fifth of the lease). */
@@ -91,7 +95,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
     const lost = (reason: "expired" | "not-master") =>
       new LockLost({ key, namespace: settings.namespace, phase: "acquire", reason, bodyCompleted: false })
 
-    const timedOut = Effect.flatMap(nowMillis, (end) =>
+    const timedOut = withNow((end) =>
       Effect.fail(
         new TimedOut({
           key,
@@ -107,7 +111,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
     const retryAfter = (
       holderRemainingMillis?: number
     ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
-      Effect.flatMap(nowMillis, (now) => {
+      withNow((now) => {
         policy ??= waitPolicy(settings)
         if (wakeups !== undefined && registered) {
           // Registered at the server: wait until a release names this waiter, polling only as a
@@ -121,59 +125,63 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         )
       })
 
-    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = Effect.flatMap(
-      nowMillis,
-      (sentAt) => {
-        const remaining = deadline - sentAt
-        if (remaining <= 0) return timedOut
-        attempts++
-        const before = uncertain
-        uncertain = true
-        // A grant that takes longer than the usable lease could not be relied on anyway.
-        const attemptMillis = Math.min(remaining, usable)
-        return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
-          onFailure: (error) => {
-            if (!error.mayHaveExecuted) uncertain = before
-            if (!error.retryable) return Effect.fail(error)
-            // A bare timeout after a busy reply says nothing new about the server, so it does not
-            // turn a "busy" timeout into an "unavailable" one.
-            if (!(lastBusy && error.kind === "timeout")) {
-              lastError = moreInformative(lastError, error)
-              lastBusy = false
-            }
-            return retryAfter()
-          },
-          onSuccess: (reply) => {
-            if (reply._tag === "Acquired") {
-              return Effect.flatMap(nowMillis, (receivedAt) => {
-                // The grant arrived after the usable lease was spent: another process may already be
-                // entitled to the key. The body must not start; the cleanup releases our write.
-                if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
-                uncertain = false
-                return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt } })
-              })
-            }
-            // The write landed on a node that is not (or no longer) the master: a failover may drop
-            // it, or grant the key to someone else. The body must not start; cleanup releases it.
-            if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
-            uncertain = false
-            if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
-            lastBusy = true
-            if (waiter !== undefined) registered = true
-            return retryAfter(reply.remainingMillis)
+    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = withNow((sentAt) => {
+      const remaining = deadline - sentAt
+      if (remaining <= 0) return timedOut
+      attempts++
+      const before = uncertain
+      uncertain = true
+      // A grant that takes longer than the usable lease could not be relied on anyway.
+      const attemptMillis = Math.min(remaining, usable)
+      return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
+        onFailure: (error) => {
+          if (!error.mayHaveExecuted) uncertain = before
+          if (!error.retryable) return Effect.fail(error)
+          // A bare timeout after a busy reply says nothing new about the server, so it does not
+          // turn a "busy" timeout into an "unavailable" one.
+          if (!(lastBusy && error.kind === "timeout")) {
+            lastError = moreInformative(lastError, error)
+            lastBusy = false
           }
-        })
-      }
+          return retryAfter()
+        },
+        onSuccess: (reply) => {
+          if (reply._tag === "Acquired") {
+            return withNow((receivedAt) => {
+              // The grant arrived after the usable lease was spent: another process may already be
+              // entitled to the key. The body must not start; the cleanup releases our write.
+              if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
+              uncertain = false
+              return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt } })
+            })
+          }
+          // The write landed on a node that is not (or no longer) the master: a failover may drop
+          // it, or grant the key to someone else. The body must not start; cleanup releases it.
+          if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
+          uncertain = false
+          if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
+          lastBusy = true
+          if (waiter !== undefined) registered = true
+          return retryAfter(reply.remainingMillis)
+        }
+      })
+    })
+
+    return Effect.onExit(attempt, (exit) =>
+      Effect.withFiber((fiber) => {
+        params.settled?.(fiber.context, exit, monotonicMillis(fiber.getRef(Clock.Clock)))
+        return cleanup(exit)
+      })
     )
 
-    return Effect.onExit(attempt, (exit) => {
+    function cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | RedisError>): Effect.Effect<void> {
       if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
       const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
       // Giving up: withdraw from the server's line, unless another fiber of this client takes over
       // the same registration (same waiter id) for this key.
       if (!registered || wakeups === undefined || params.hasSuccessor()) return release
       return Effect.andThen(release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis))
-    })
+    }
   })
 
 const busyOutcome: AcquireOutcome = { _tag: "Busy" }

@@ -19,9 +19,8 @@ import { lockKey } from "./keys.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
-import type * as Renewals from "./renewals.ts"
+import * as Renewals from "./renewals.ts"
 import { invalid, type Settings } from "./settings.ts"
-import { nowMillis } from "./time.ts"
 
 /** What every call of one lock client shares. */
 export interface Client {
@@ -36,11 +35,12 @@ export interface Client {
 
 export const newToken = (): string => globalThis.crypto.randomUUID()
 
+/** The Redis key of a lock, or `InvalidArgument` when the codec rejects (or throws on) the key. */
 export const encodeKey = <K>(
   codec: KeyCodec.KeyCodec<K>,
   namespace: string,
   key: K
-): Effect.Effect<string, InvalidArgument> => {
+): Result.Result<string, InvalidArgument> => {
   let encoded: Result.Result<string, string>
   try {
     encoded = codec.encode(key)
@@ -48,8 +48,8 @@ export const encodeKey = <K>(
     encoded = Result.fail(`the ${codec.name} codec threw: ${String(cause)}`)
   }
   return Result.isSuccess(encoded)
-    ? Effect.succeed(lockKey(namespace, encoded.success))
-    : Effect.fail(invalid("key", key, encoded.failure))
+    ? Result.succeed(lockKey(namespace, encoded.success))
+    : Result.fail(invalid("key", key, encoded.failure))
 }
 
 export interface Call {
@@ -75,21 +75,19 @@ export const runLocked = <A, E, R>(
     const { backend, settings, metrics } = client
     const { key } = call
     const token = newToken()
-    const acquisition = Effect.onExit(
-      acquire({
-        backend,
-        settings,
-        key,
-        token,
-        startedAt: call.startedAt,
-        deadline: call.deadline,
-        mode: call.mode,
-        waitedBehind: call.waitedBehind,
-        waiterId: client.waiterId,
-        hasSuccessor: () => client.queue.hasWaiters(key)
-      }),
-      (exit) => Effect.flatMap(nowMillis, (end) => metrics.acquisition(exit, call.startedAt, end))
-    )
+    const acquisition = acquire({
+      backend,
+      settings,
+      key,
+      token,
+      startedAt: call.startedAt,
+      deadline: call.deadline,
+      mode: call.mode,
+      waitedBehind: call.waitedBehind,
+      waiterId: client.waiterId,
+      hasSuccessor: () => client.queue.hasWaiters(key),
+      settled: (context, exit, end) => metrics.acquisition(context, exit, call.startedAt, end)
+    })
     const request = (timeoutMillis: number): LeaseRequest => ({
       key,
       token,
@@ -98,38 +96,40 @@ export const runLocked = <A, E, R>(
       acknowledge: false
     })
 
-    const hold = (sentAt: number): Effect.Effect<Option.Option<A>, E | LockError, R> => {
-      let lost: LockLost | undefined
-      let fiber: Fiber.Fiber<A, E> | undefined
-      const onLost = (error: LockLost): void => {
-        lost = error
-        fiber?.interruptUnsafe()
-      }
-      return Effect.flatMap(client.renewals.register(key, token, sentAt, onLost), (renewal) =>
-        Effect.flatMap(Effect.forkChild(body, { startImmediately: true }), (forked) => {
+    const hold = (sentAt: number): Effect.Effect<Option.Option<A>, E | LockError, R> =>
+      Effect.withFiber((caller) => {
+        let lost: LockLost | undefined
+        let fiber: Fiber.Fiber<A, E> | undefined
+        const renewal = Renewals.lease(settings, key, token, sentAt, (error) => {
+          lost = error
+          fiber?.interruptUnsafe()
+        })
+        const mustStart = client.renewals.register(renewal)
+
+        const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
+          client.renewals.unregister(renewal)
+          const exit: Exit.Exit<A, E | LockLost> =
+            lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
+              ? Exit.fail(lost)
+              : bodyExit
+          metrics.run(caller.context, exit)
+          return finish(exit)
+        }
+
+        const run = Effect.flatMap(Effect.forkChild(body, { startImmediately: true }), (forked) => {
           fiber = forked
           if (lost !== undefined) forked.interruptUnsafe()
           const done = forked.pollUnsafe()
-          const joined: Effect.Effect<Exit.Exit<A, E>> =
-            done !== undefined
-              ? Effect.succeed(done)
-              : Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
-                  // Interrupted while the body ran: stop the body and wait for its finalizers.
-                  Exit.isSuccess(awaited)
-                    ? Effect.succeed(awaited.value)
-                    : Effect.as(Fiber.interrupt(forked), Exit.failCause(awaited.cause))
-                )
-          return Effect.flatMap(joined, (bodyExit) => {
-            client.renewals.unregister(renewal)
-            const exit: Exit.Exit<A, E | LockLost> =
-              lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
-                ? Exit.fail(lost)
-                : bodyExit
-            return Effect.andThen(metrics.run(exit), finish(exit))
-          })
+          if (done !== undefined) return afterBody(done)
+          return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
+            // Interrupted while the body ran: stop the body and wait for its finalizers.
+            Exit.isSuccess(awaited)
+              ? afterBody(awaited.value)
+              : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
+          )
         })
-      )
-    }
+        return mustStart ? Effect.andThen(client.renewals.start, run) : run
+      })
 
     const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<Option.Option<A>, E | LockError> =>
       Effect.flatMap(release(backend, request), (released) => {

@@ -5,7 +5,7 @@ import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import type { RedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
-import { nowMillis } from "./time.ts"
+import { withNow } from "./time.ts"
 
 const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 
@@ -27,7 +27,7 @@ export const release = (
   request: (timeoutMillis: number) => LeaseRequest
 ): Effect.Effect<ReleaseOutcome> =>
   Effect.uninterruptible(
-    Effect.flatMap(nowMillis, (start) => {
+    withNow((start) => {
       const deadline = start + releaseTimeoutMillis
       let lastError: RedisError | undefined
       const attempt = (n: number, now: number): Effect.Effect<ReleaseOutcome> => {
@@ -38,11 +38,11 @@ export const release = (
           onFailure: (error) => {
             lastError = error
             if (!error.retryable) return Effect.succeed({ _tag: "Failed", error })
-            return Effect.flatMap(nowMillis, (after) =>
+            return withNow((after) =>
               Effect.flatMap(nextDelay(retryPolicy, n, deadline - after), (delay) =>
                 Effect.andThen(
                   Effect.sleep(delay),
-                  Effect.flatMap(nowMillis, (next) => attempt(n + 1, next))
+                  withNow((next) => attempt(n + 1, next))
                 )
               )
             )

@@ -24,6 +24,25 @@ import { moreInformative, noReply } from "./failures.ts"
 import type { Settings } from "./settings.ts"
 import { nowMillis } from "./time.ts"
 
+/** A new lease for the scheduler, acquired with a request sent at `sentAt` (monotonic ms). */
+export const lease = (
+  settings: Settings,
+  key: string,
+  token: string,
+  sentAt: number,
+  onLost: (error: LockLost) => void
+): Renewal => ({
+  key,
+  token,
+  validUntil: sentAt + settings.usableLeaseMillis,
+  nextAt: sentAt + settings.renewEveryMillis,
+  failures: 0,
+  inFlight: false,
+  lastError: undefined,
+  active: true,
+  onLost
+})
+
 /** One held lease, as the scheduler tracks it. */
 export interface Renewal {
   readonly key: string
@@ -41,13 +60,13 @@ export interface Renewal {
 }
 
 export interface Renewals {
-  /** Starts renewing a lease acquired with a request sent at `sentAt`. */
-  readonly register: (
-    key: string,
-    token: string,
-    sentAt: number,
-    onLost: (error: LockLost) => void
-  ) => Effect.Effect<Renewal>
+  /**
+   * Starts renewing a lease acquired with a request sent at `sentAt`. Synchronous; when it returns
+   * `true` the scheduler is not running and the caller must run `start`.
+   */
+  readonly register: (renewal: Renewal) => boolean
+  /** Starts the scheduler's fiber if it is not running. */
+  readonly start: Effect.Effect<void>
   /** Stops renewing (the body ended). Idempotent. */
   readonly unregister: (renewal: Renewal) => void
   /** How many leases are being renewed (tests and metrics). */
@@ -226,23 +245,12 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
   })
 
   return {
-    register: (key, token, sentAt, onLost) =>
-      Effect.suspend(() => {
-        const renewal: Renewal = {
-          key,
-          token,
-          validUntil: sentAt + settings.usableLeaseMillis,
-          nextAt: sentAt + settings.renewEveryMillis,
-          failures: 0,
-          inFlight: false,
-          lastError: undefined,
-          active: true,
-          onLost
-        }
-        leases.add(renewal)
-        signal(renewal.nextAt, renewal.validUntil)
-        return Effect.as(start, renewal)
-      }),
+    register: (renewal) => {
+      leases.add(renewal)
+      signal(renewal.nextAt, renewal.validUntil)
+      return !running
+    },
+    start,
     unregister: (renewal) => {
       renewal.active = false
       leases.delete(renewal)
