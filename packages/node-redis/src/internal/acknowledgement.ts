@@ -17,6 +17,30 @@ const noReplicas = (address: string): RedisError =>
     mayHaveExecuted: true
   })
 
+/** How many replicas the master lists as connected in its `ROLE` reply. */
+export const connectedReplicas = (role: unknown): number =>
+  Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+
+/** How long a `WAIT` sent together with the write may block before the lock asks again. */
+const earlyWaitMillis = 100
+
+/**
+ * The `WAIT` to send in the same round trip as a write, before the master's `ROLE` reply is known:
+ * for the replicas the view lists, or fewer when the master listed fewer last time (`lastConnected`).
+ * It blocks at most 100 ms: if it guessed wrong (the replica set changed) or the replicas are slow,
+ * `awaitReplicas` asks again with the right count and the rest of the budget.
+ */
+export const earlyWait = (
+  viewReplicas: number,
+  lastConnected: number | undefined,
+  waitMillis: number
+): ReadonlyArray<string> | undefined => {
+  if (viewReplicas === 0) return undefined
+  const wanted = Math.max(1, Math.min(viewReplicas, lastConnected ?? viewReplicas))
+  const millis = Math.floor(Math.min(earlyWaitMillis, waitMillis))
+  return millis < 1 ? undefined : ["WAIT", String(wanted), String(millis)]
+}
+
 /**
  * Waits until the replicas confirm every write made so far on `connection`, within `waitMillis`.
  *
@@ -30,12 +54,17 @@ export const awaitReplicas = (
   connection: { readonly address: string; readonly send: Send },
   viewReplicas: number,
   role: unknown,
-  waitMillis: number
+  waitMillis: number,
+  /** The reply of a `WAIT` sent right after the write, in the same round trip (see `earlyWait`). */
+  earlyAcks?: unknown
 ): Effect.Effect<void, RedisError> =>
   Effect.suspend(() => {
-    const connected = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+    const connected = connectedReplicas(role)
     if (viewReplicas === 0 && connected === 0) return Effect.fail(noReplicas(connection.address))
     const wanted = Math.max(1, Math.min(viewReplicas, connected))
+    // WAIT answers how many replicas had the write when it returned: enough of them is enough,
+    // whatever count it was asked for.
+    if (typeof earlyAcks === "number" && earlyAcks >= wanted) return Effect.void
     const millis = Math.floor(waitMillis)
     if (millis < 1) return Effect.fail(failure("UNACKNOWLEDGED", "no time left to wait for replicas", true))
     return Effect.flatMap(connection.send(["WAIT", String(wanted), String(millis)], millis + 100), (acks) =>
