@@ -46,6 +46,9 @@ const scripted = (options: {
   return { backend: makeBackend(topology, pool), sent }
 }
 
+/** A ROLE reply's list of `n` connected replicas. */
+const replicas = (n: number) => Array.from({ length: n }, (_, i) => [`10.0.1.${i}`, "6379", "0"])
+
 const lockOn = (backend: LockBackend["Service"]) =>
   Lock.make({ namespace: "t", leaseDuration: "5 seconds" }).pipe(Effect.provideService(LockBackend, backend))
 
@@ -86,7 +89,6 @@ describe("replicated write checks", () => {
   // Live clock: an unacknowledged attempt is retried after a real backoff until the wait runs out.
   it.live("acknowledgement needs the replicas both the view and ROLE list, and at least one", () =>
     Effect.gen(function* () {
-      const replicas = (n: number) => Array.from({ length: n }, (_, i) => [`10.0.1.${i}`, "6379", "0"])
       const cases = [
         { view: 2, role: 1, acks: 1, acquired: true },
         { view: 1, role: 2, acks: 1, acquired: true },
