@@ -35,7 +35,7 @@ import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
 import { makeSettings, positiveMillisResult, tryBudgetMillis } from "./internal/settings.ts"
 import { monotonicMillis, nowMillis } from "./internal/time.ts"
-import { traced } from "./internal/tracing.ts"
+import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
 
 /**
  * Options of a lock client. Validated once, when the client or layer is built.
@@ -163,9 +163,10 @@ export const make: <K = string>(
     metrics: Metrics.make(settings.namespace),
     waiterId: Locked.newToken()
   }
-  const timedOutBehind = (key: string, startedAt: number) =>
-    Effect.flatMap(nowMillis, (now) =>
-      Effect.andThen(
+  const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined) =>
+    Effect.flatMap(nowMillis, (now) => {
+      annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": "busy", "lock.busy.in_process": true })
+      return Effect.andThen(
         shared.metrics.timedOutInProcess,
         new TimedOut({
           key,
@@ -175,7 +176,7 @@ export const make: <K = string>(
           reason: "busy"
         })
       )
-    )
+    })
   const client: LockClient<K> = {
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
@@ -188,43 +189,56 @@ export const make: <K = string>(
         if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
         const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
         const deadline = startedAt + waitMillis.success
-        const call = shared.queue.withTurn(
-          redisKey.success,
-          "wait",
-          waitMillis.success,
-          (waitedBehind) =>
-            Locked.runLocked(shared, { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind }, body),
-          // Another fiber of this client held or waited for the key the whole time.
-          timedOutBehind(redisKey.success, startedAt)
+        return traced(fiber, "Lock.withLock", redisKey.success, (trace) =>
+          Effect.map(
+            shared.queue.withTurn(
+              redisKey.success,
+              "wait",
+              waitMillis.success,
+              (waitedBehind) =>
+                Locked.runLocked(
+                  shared,
+                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace },
+                  body
+                ),
+              // Another fiber of this client held or waited for the key the whole time.
+              timedOutBehind(redisKey.success, startedAt, trace)
+            ),
+            // "wait" mode never yields None: a busy lock is retried until TimedOut.
+            Option.getOrThrow
+          )
         )
-        // "wait" mode never yields None: a busy lock is retried until TimedOut.
-        return traced(fiber, Effect.map(call, Option.getOrThrow), "Lock.withLock", redisKey.success)
       }),
     tryWithLock: (key) => (body) =>
       Effect.withFiber((fiber) => {
         const redisKey = Locked.encodeKey(codec, settings.namespace, key)
         if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
         const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
-        const call = shared.queue.withTurn(
-          redisKey.success,
-          "try",
-          0,
-          () =>
-            Locked.runLocked(
-              shared,
-              {
-                key: redisKey.success,
-                startedAt,
-                deadline: startedAt + tryBudget,
-                mode: "try",
-                waitedBehind: false
-              },
-              body
-            ),
-          // Another fiber of this client holds or waits for the key: busy, counted as such.
-          Effect.as(shared.metrics.busyInProcess, Option.none())
+        return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace) =>
+          shared.queue.withTurn(
+            redisKey.success,
+            "try",
+            0,
+            () =>
+              Locked.runLocked(
+                shared,
+                {
+                  key: redisKey.success,
+                  startedAt,
+                  deadline: startedAt + tryBudget,
+                  mode: "try",
+                  waitedBehind: false,
+                  trace
+                },
+                body
+              ),
+            // Another fiber of this client holds or waits for the key: busy, counted as such.
+            Effect.suspend(() => {
+              annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
+              return Effect.as(shared.metrics.busyInProcess, Option.none())
+            })
+          )
         )
-        return traced(fiber, call, "Lock.tryWithLock", redisKey.success)
       })
   }
   return client

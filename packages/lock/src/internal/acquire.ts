@@ -5,17 +5,19 @@
 // have executed) leaves the lock "uncertain": the next attempt settles it (the acquire script is
 // idempotent for our own token), and if none does, a bounded release runs before the call returns,
 // so nothing is left held beyond its lease.
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { Backend, LeaseRequest } from "../LockBackend.ts"
+import type { AcquireReply, Backend, LeaseRequest } from "../LockBackend.ts"
 import { LockLost, type RedisError, TimedOut } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
 import { releaseTimeoutMillis, type Settings } from "./settings.ts"
 import { monotonicMillis, withNow } from "./time.ts"
+import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** A lock the caller holds: where, with which token, and when the request that granted it was sent. */
 export interface HeldLease {
@@ -47,6 +49,8 @@ export interface AcquireParams {
   readonly waiterId?: string | undefined
   /** Whether another fiber of the client waits for this key (it inherits the server registration). */
   readonly hasSuccessor: () => boolean
+  /** The call's span, when traced: attempts and waits are recorded on it. */
+  readonly trace?: CallTrace | undefined
   /** Told how the acquisition ended, and when (monotonic ms), in the caller's fiber context (metrics). */
   readonly settled?: (context: Context.Context<never>, exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
 }
@@ -116,13 +120,15 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         if (wakeups !== undefined && registered) {
           // Registered at the server: wait until a release names this waiter, polling only as a
           // safety net (the exponent 30 means "at the cap").
-          return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) =>
-            Effect.andThen(wakeups.await(key, waiter!.id, delay), attempt)
-          )
+          return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) => {
+            event(params.trace, "lock.wait", { "lock.wait.until": "wake-up", "lock.wait.max_ms": delay })
+            return Effect.andThen(wakeups.await(key, waiter!.id, delay), attempt)
+          })
         }
-        return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) =>
-          Effect.andThen(Effect.sleep(delay), attempt)
-        )
+        return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) => {
+          event(params.trace, "lock.wait", { "lock.wait.until": "backoff", "lock.wait.max_ms": delay })
+          return Effect.andThen(Effect.sleep(delay), attempt)
+        })
       })
 
     const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = withNow((sentAt) => {
@@ -135,6 +141,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
       const attemptMillis = Math.min(remaining, usable)
       return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
         onFailure: (error) => {
+          event(params.trace, "lock.attempt", { "lock.attempt": attempts, "lock.attempt.result": error.code })
           if (!error.mayHaveExecuted) uncertain = before
           if (!error.retryable) return Effect.fail(error)
           // A bare timeout after a busy reply says nothing new about the server, so it does not
@@ -146,6 +153,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           return retryAfter()
         },
         onSuccess: (reply) => {
+          if (params.trace !== undefined) event(params.trace, "lock.attempt", attemptAttributes(attempts, reply))
           if (reply._tag === "Acquired") {
             return withNow((receivedAt) => {
               // The grant arrived after the usable lease was spent: another process may already be
@@ -170,6 +178,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
     return Effect.onExit(attempt, (exit) =>
       Effect.withFiber((fiber) => {
         params.settled?.(fiber.context, exit, monotonicMillis(fiber.getRef(Clock.Clock)))
+        if (params.trace !== undefined) annotate(params.trace, outcomeAttributes(exit))
         return cleanup(exit)
       })
     )
@@ -185,3 +194,32 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
   })
 
 const busyOutcome: AcquireOutcome = { _tag: "Busy" }
+
+/** What one attempt's reply says, as span event attributes. */
+const attemptAttributes = (attempt: number, reply: AcquireReply): Record<string, unknown> => {
+  if (reply._tag === "Acquired") return { "lock.attempt": attempt, "lock.attempt.result": "acquired" }
+  if (reply._tag === "NotMaster") return { "lock.attempt": attempt, "lock.attempt.result": "not-master" }
+  return reply.remainingMillis === -2
+    ? { "lock.attempt": attempt, "lock.attempt.result": "queued" }
+    : { "lock.attempt": attempt, "lock.attempt.result": "busy", "lock.holder.remaining_ms": reply.remainingMillis }
+}
+
+/** How an acquisition ended, as span attributes (`lock.outcome` and the reason of a failure). */
+const outcomeAttributes = (exit: Exit.Exit<AcquireOutcome, unknown>): Record<string, unknown> => {
+  if (Exit.isSuccess(exit)) return { "lock.outcome": exit.value._tag === "Held" ? "acquired" : "busy" }
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "None") return { "lock.outcome": "interrupted" }
+  const failure = error.value
+  if (failure instanceof TimedOut) {
+    return {
+      "lock.outcome": "timed_out",
+      "lock.timed_out.reason": failure.reason,
+      "lock.attempts": failure.attempts,
+      "lock.waited_ms": failure.waitedMillis
+    }
+  }
+  if (failure instanceof LockLost) {
+    return { "lock.outcome": "lost", "lock.lost.phase": failure.phase, "lock.lost.reason": failure.reason }
+  }
+  return { "lock.outcome": "error", "lock.error.code": (failure as RedisError).code }
+}

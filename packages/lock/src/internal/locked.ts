@@ -21,6 +21,7 @@ import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
 import * as Renewals from "./renewals.ts"
 import { invalid, type Settings } from "./settings.ts"
+import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** What every call of one lock client shares. */
 export interface Client {
@@ -34,6 +35,8 @@ export interface Client {
 }
 
 export const newToken = (): string => globalThis.crypto.randomUUID()
+
+const releaseResults = { Released: "released", NotOwner: "not-owner", Failed: "failed" } as const
 
 /** The Redis key of a lock, or `InvalidArgument` when the codec rejects (or throws on) the key. */
 export const encodeKey = <K>(
@@ -60,6 +63,8 @@ export interface Call {
   readonly mode: "wait" | "try"
   /** The caller waited behind another fiber of this client for the key's turn. */
   readonly waitedBehind: boolean
+  /** The call's span, when a tracing backend is installed. */
+  readonly trace: CallTrace | undefined
 }
 
 /**
@@ -86,6 +91,7 @@ export const runLocked = <A, E, R>(
       waitedBehind: call.waitedBehind,
       waiterId: client.waiterId,
       hasSuccessor: () => client.queue.hasWaiters(key),
+      trace: call.trace,
       settled: (context, exit, end) => metrics.acquisition(context, exit, call.startedAt, end)
     })
     const request = (timeoutMillis: number): LeaseRequest => ({
@@ -100,8 +106,9 @@ export const runLocked = <A, E, R>(
       Effect.withFiber((caller) => {
         let lost: LockLost | undefined
         let fiber: Fiber.Fiber<A, E> | undefined
-        const renewal = Renewals.lease(settings, key, token, sentAt, (error) => {
+        const renewal = Renewals.lease(settings, key, token, sentAt, call.trace, (error) => {
           lost = error
+          event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
           fiber?.interruptUnsafe()
         })
         const mustStart = client.renewals.register(renewal)
@@ -133,9 +140,15 @@ export const runLocked = <A, E, R>(
 
     const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<Option.Option<A>, E | LockError> =>
       Effect.flatMap(release(backend, request), (released) => {
+        event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
         // The body's own failure or interruption (or LockLost from renewal) always wins over release.
         if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
         if (released._tag === "NotOwner") {
+          annotate(call.trace, {
+            "lock.outcome": "lost",
+            "lock.lost.phase": "release",
+            "lock.lost.reason": "ownership"
+          })
           return Effect.andThen(
             metrics.lost("release"),
             Effect.fail(

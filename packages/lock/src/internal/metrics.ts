@@ -4,7 +4,6 @@
 // a step the lock call runs anyway, with no Effect built per update.
 import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
@@ -57,7 +56,7 @@ export const make = (namespace: string): ClientMetrics => {
       if (Exit.isSuccess(exit)) {
         if (exit.value._tag === "Busy") return busy.update(context)
         acquired.update(context)
-        return waitTime.updateUnsafe(Duration.millis(end - start), context)
+        return waitTime.updateUnsafe((end - start) / 1000, context)
       }
       const error = Cause.findErrorOption(exit.cause)
       if (error._tag === "None") return

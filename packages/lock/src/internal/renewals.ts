@@ -22,6 +22,7 @@ import { LockLost, type RedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
 import type { Settings } from "./settings.ts"
+import { type CallTrace, event } from "./tracing.ts"
 import { nowMillis } from "./time.ts"
 
 /** A new lease for the scheduler, acquired with a request sent at `sentAt` (monotonic ms). */
@@ -30,10 +31,12 @@ export const lease = (
   key: string,
   token: string,
   sentAt: number,
+  trace: CallTrace | undefined,
   onLost: (error: LockLost) => void
 ): Renewal => ({
   key,
   token,
+  trace,
   validUntil: sentAt + settings.usableLeaseMillis,
   nextAt: sentAt + settings.renewEveryMillis,
   failures: 0,
@@ -47,6 +50,8 @@ export const lease = (
 export interface Renewal {
   readonly key: string
   readonly token: string
+  /** The span of the call holding the lease, when traced: renewals are recorded on it. */
+  readonly trace: CallTrace | undefined
   /** Monotonic time (ms) from which the lease can no longer be relied on. */
   validUntil: number
   /** When the next renewal should be sent. */
@@ -141,6 +146,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
         return Effect.void
       }
       if (reply === true) {
+        event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
         renewal.validUntil = sentAt + settings.usableLeaseMillis
         renewal.nextAt = sentAt + settings.renewEveryMillis
         renewal.failures = 0
@@ -157,6 +163,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
         return Effect.void
       }
       renewal.lastError = moreInformative(renewal.lastError, error)
+      event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
       return Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
         renewal.nextAt = receivedAt + delay
       })
