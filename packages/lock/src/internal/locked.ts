@@ -20,7 +20,7 @@ import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
 import * as Renewals from "./renewals.ts"
-import { invalid, type Settings } from "./settings.ts"
+import { invalid, render, type Settings } from "./settings.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** What every call of one lock client shares. */
@@ -48,7 +48,7 @@ export const encodeKey = <K>(
   try {
     encoded = codec.encode(key)
   } catch (cause) {
-    encoded = Result.fail(`the ${codec.name} codec threw: ${String(cause)}`)
+    encoded = Result.fail(`the ${codec.name} codec threw: ${render(cause)}`)
   }
   return Result.isSuccess(encoded)
     ? Result.succeed(lockKey(namespace, encoded.success))

@@ -28,14 +28,21 @@ export interface Settings {
   readonly usableLeaseMillis: number
 }
 
-const render = (value: unknown): string => {
+/** Any value as text for an error message; never throws, whatever the value's `toString` does. */
+export const render = (value: unknown): string => {
   if (typeof value === "string") return JSON.stringify(value)
   if (typeof value === "bigint") return `${value}n`
   if (Duration.isDuration(value)) return Duration.format(value)
   try {
-    return JSON.stringify(value) ?? String(value)
+    const json = JSON.stringify(value)
+    if (json !== undefined) return json
   } catch {
+    // A cycle, a bigint inside, a throwing toJSON: fall through.
+  }
+  try {
     return String(value)
+  } catch {
+    return Object.prototype.toString.call(value)
   }
 }
 
