@@ -69,6 +69,7 @@ const instrument = (backend: Backend, recorder: Recorder): Backend => {
     acquire: timed(recorder.acquire, backend.acquire),
     renew: timed(recorder.renew, backend.renew),
     release: timed(recorder.release, backend.release),
+    check: backend.check,
     // A batched renewal is timed as one renewal sample (with one lock held, it is one).
     ...(renewAll === undefined
       ? {}

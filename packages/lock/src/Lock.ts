@@ -4,14 +4,17 @@
  * `withLock(key, { waitTimeout })(body)` acquires the lock (waiting in the server's waiter queue until
  * a release wakes it, with jittered polling as a safety net), runs the body while the client's
  * renewal scheduler renews the lease, and releases it with a compare-and-delete whatever the body's
- * outcome. `tryWithLock(key)(body)` does not wait for a busy lock.
+ * outcome. `tryWithLock(key)(body)` does not wait for a busy lock. Both give the body its `Lease`
+ * (key, fencing token, remaining validity, a server check). `acquire(key, { waitTimeout })` holds a
+ * lock for the lifetime of a `Scope` instead of one body.
  *
  * **Guarantees and limits**
  * - Exclusion holds while the lease is valid on the server. The lock stops relying on it as soon as
  *   renewal cannot confirm it: the body is interrupted and the call fails with `LockLost`.
  * - Interruption is cooperative: work already done is not undone; uninterruptible work delays it.
- * - There is no fencing token yet: a process paused longer than its lease, a failover that loses the
- *   key, or eviction can let two bodies overlap. Protect correctness-critical writes at the resource.
+ * - A process paused longer than its lease, a failover that loses the key, or eviction can let two
+ *   bodies overlap. Every acquisition gets a fencing token (`Lease.fencingToken`) for the resource to
+ *   check, which is what protects correctness-critical writes (see `docs/fencing.md`).
  * - The body is never retried and locks are not reentrant. Waiters in different processes are served
  *   from a queue at the server that prevents starvation (not a strict order); fibers of one client
  *   queue per key in arrival order (one server contender each).
@@ -26,13 +29,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
 import * as KeyCodec from "./KeyCodec.ts"
+import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
 import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
+import { acquireScoped } from "./internal/scoped.ts"
 import { makeSettings, positiveMillisResult, tryBudgetMillis } from "./internal/settings.ts"
 import { monotonicMillis, nowMillis } from "./internal/time.ts"
 import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
@@ -77,6 +83,21 @@ export interface WithLockOptions {
 }
 
 /**
+ * Per-call options of `acquire`.
+ *
+ * @category options
+ * @since 0.3.0
+ */
+export interface AcquireOptions extends WithLockOptions {
+  /**
+   * When the lease is lost while the scope is open and nothing is waiting on `lease.lost`, interrupt
+   * the fiber that called `acquire` (if it is still running). Defaults to `true`. The loss is always
+   * visible on the lease (`lost`, `ensure`, `remaining`) and logged as a warning.
+   */
+  readonly interruptOnLoss?: boolean | undefined
+}
+
+/**
  * A lock client for keys of type `K`.
  *
  * @category models
@@ -95,7 +116,7 @@ export interface LockClient<K> {
   readonly withLock: (
     key: K,
     options: WithLockOptions
-  ) => <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | LockError, R>
+  ) => <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | LockError, Exclude<R, Lease>>
   /**
    * Runs the body only if the lock is free right now: `Option.none()` when busy (body not run),
    * `Option.some(result)` after the body ran and the lock was released. Temporary failures are
@@ -103,7 +124,20 @@ export interface LockClient<K> {
    */
   readonly tryWithLock: (
     key: K
-  ) => <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<Option.Option<A>, E | LockError, R>
+  ) => <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>>
+  /**
+   * Waits for the lock as `withLock` does and holds it, renewed, until the scope closes; closing the
+   * scope releases it (bounded to one second, uninterruptible). Fails with `TimedOut`,
+   * `InvalidArgument` or a non-retryable `RedisError` when the lock is not acquired, or `LockLost`
+   * when it is lost before the lease is handed over.
+   *
+   * **Details**
+   * A loss while the scope is open is never silent: the lease's `lost` fails with it (race your work
+   * against it), `ensure` fails and `remaining` is zero, and a warning is logged. If nothing is
+   * waiting on `lost` when the loss is found, the fiber that called `acquire` is interrupted
+   * (unless `interruptOnLoss: false`).
+   */
+  readonly acquire: (key: K, options: AcquireOptions) => Effect.Effect<Handle, LockError, Scope.Scope>
 }
 
 /**
@@ -178,6 +212,8 @@ export const make: <K = string>(
       )
     })
   const client: LockClient<K> = {
+    acquire: (key, callOptions) =>
+      acquireScoped(client.withLock(key, callOptions), callOptions?.interruptOnLoss !== false),
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
     withLock: (key, callOptions) => (body) =>
@@ -314,7 +350,7 @@ export const layerConfig = (
  */
 export const withLock =
   (key: string, options: WithLockOptions) =>
-  <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | LockError, R | Lock> =>
+  <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | LockError, Exclude<R, Lease> | Lock> =>
     Lock.use((lock) => lock.withLock(key, options)(body))
 
 /**
@@ -337,5 +373,36 @@ export const withLock =
  */
 export const tryWithLock =
   (key: string) =>
-  <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<Option.Option<A>, E | LockError, R | Lock> =>
+  <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease> | Lock> =>
     Lock.use((lock) => lock.tryWithLock(key)(body))
+
+/**
+ * Holds the lock for `key` until the scope closes, using the `Lock` service in context; returns the
+ * lease. See `LockClient.acquire`.
+ *
+ * **Details**
+ * Closing the scope releases the lock (bounded to one second). A loss while the scope is open shows
+ * on the lease (`lost` fails with `LockLost`, `ensure` fails, `remaining` is zero) and is logged; if
+ * nothing waits on `lost` at that moment, the fiber that called `acquire` is interrupted (unless
+ * `interruptOnLoss: false`).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Lock } from "@sage/lock"
+ *
+ * declare const serveAsLeader: (fencingToken: number) => Effect.Effect<never>
+ * const leader = Effect.scoped(
+ *   Effect.gen(function* () {
+ *     const lease = yield* Lock.acquire("leader", { waitTimeout: "30 seconds" })
+ *     // Stops with LockLost as soon as leadership is lost; the scope's close releases the lock.
+ *     return yield* Effect.raceFirst(serveAsLeader(lease.fencingToken), lease.lost)
+ *   })
+ * )
+ * ```
+ *
+ * @category accessors
+ * @since 0.3.0
+ */
+export const acquire = (key: string, options: AcquireOptions): Effect.Effect<Handle, LockError, Scope.Scope | Lock> =>
+  Lock.use((lock) => lock.acquire(key, options))

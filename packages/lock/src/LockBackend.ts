@@ -2,7 +2,8 @@
  * The port between the `Lock` service and a deployment.
  *
  * The lock logic (deadlines, retries, renewal, loss detection) lives in `@sage/lock`; a backend only
- * runs three atomic operations against one key and classifies failures into `RedisError`. Backends
+ * runs atomic operations against one lock (acquire, renew, release, check) and classifies failures
+ * into `RedisError`. Backends
  * for node-redis live in `@sage/lock-node-redis`; `MemoryBackend.layer` is an in-process backend
  * for single-process programs and tests.
  *
@@ -75,7 +76,9 @@ export interface Wakeups {
  *
  * - `Acquired`: the key now holds the caller's token with a fresh lease. This is also the reply when
  *   the key already held the caller's token (a retry after a lost reply), so a lost reply never looks
- *   busy to its own retry.
+ *   busy to its own retry. `fence` is the grant's fencing token: a positive integer (below 2^53)
+ *   greater than every token issued for the key before (see `docs/fencing.md` for the limits); a
+ *   retry that finds its own grant gets that grant's token back.
  * - `Busy`: another token holds the key; `remainingMillis` is its remaining lease (-1 when it has no
  *   expiry), used to avoid polling long before it can expire; -2 when the key is free but reserved
  *   for a waiter that registered earlier (it gets the lock first).
@@ -86,7 +89,7 @@ export interface Wakeups {
  * @since 0.1.0
  */
 export type AcquireReply =
-  | { readonly _tag: "Acquired" }
+  | { readonly _tag: "Acquired"; readonly fence: number }
   | { readonly _tag: "Busy"; readonly remainingMillis: number }
   | { readonly _tag: "NotMaster"; readonly address: string }
 
@@ -114,6 +117,14 @@ export interface Backend {
   readonly renew: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
   /** Delete the key when it still holds the token; `false` when it did not. */
   readonly release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  /**
+   * Asks the deployment whether the key still holds the token (on the key's master, which replicated
+   * deployments confirm with `ROLE`), changing nothing: `true` held, `false` gone or another owner's.
+   * Only `key`, `token` and `timeoutMillis` of the request are used.
+   *
+   * @since 0.3.0
+   */
+  readonly check: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
   /**
    * Renews many leases in as few round trips as the deployment allows (one per node), with one
    * replica acknowledgement per node when asked. The replies are in the order of the requests; a

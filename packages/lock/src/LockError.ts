@@ -68,6 +68,8 @@ export class TimedOut extends Schema.TaggedError<TimedOut>()("TimedOut", {
  *   and its finalizers ran before this error was raised.
  * - `phase: "release"`: the body completed (`bodyCompleted: true`) but at release the key no longer
  *   held this caller's token: another process may have run concurrently for part of the body.
+ * - `reason: "released"` (with `phase: "release"`): only from a `Lease` read after its lock call or
+ *   scope ended (`ensure`, `lost`): the lease was released and can no longer be relied on.
  *
  * **Gotchas**
  * Interruption is cooperative: work that already happened is not undone, and an uninterruptible
@@ -80,7 +82,7 @@ export class LockLost extends Schema.TaggedError<LockLost>()("LockLost", {
   key: Schema.String,
   namespace: Schema.String,
   phase: Schema.Literals(["acquire", "renew", "release"]),
-  reason: Schema.Literals(["ownership", "expired", "not-master", "failed"]),
+  reason: Schema.Literals(["ownership", "expired", "not-master", "failed", "released"]),
   /** Whether the body ran to completion before the loss was detected. */
   bodyCompleted: Schema.Boolean,
   /** The failure that made renewal give up, when there was one. */

@@ -7,13 +7,28 @@
  * acquisition fails with `OOM` (a shebang script would need `flags=allow-oom` to renew at all).
  *
  * Each script touches one lock: its key and, for acquire, release and leave, the two queue keys of
- * its waiters, all declared in `KEYS` and sharing one hash tag, so they are Cluster-safe. While a
- * slot migrates, a script whose keys are split between the two nodes gets `TRYAGAIN`, which the lock
- * retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel).
+ * its waiters (and, for acquire, its fence key), all declared in `KEYS` and sharing one hash tag, so
+ * they are Cluster-safe. While a slot migrates, a script whose keys are split between the two nodes
+ * gets `TRYAGAIN`, which the lock retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel);
+ * `fencedSet` touches no lock at all: it guards the application's own data with a fencing token.
  *
  * @since 0.1.0
  */
 import * as Keys from "./internal/keys.ts"
+
+/**
+ * How long a lock's fence key (the last fencing token issued) is kept after the last acquisition:
+ * 7 days, refreshed by every acquisition. One small key per lock key used within that time.
+ *
+ * **Details**
+ * After the fence key expires (or is evicted or lost in a failover), tokens continue from the
+ * server-time floor (microseconds since the epoch), which is far above any token issued a week
+ * earlier unless the server clock was set back by about as much. See `docs/fencing.md`.
+ *
+ * @category scripting
+ * @since 0.3.0
+ */
+export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
 
 // Shared by the scripts below that keep the waiter queue: the server's time in milliseconds, and
 // dropping registrations that have lapsed (their waiter died or stopped refreshing).
@@ -42,14 +57,21 @@ end
  * Acquire, idempotently, in the order waiters registered.
  *
  * - KEYS[1]: the lock key. KEYS[2]: its waiters in arrival order (ZSET, id -> first registration).
- *   KEYS[3]: when each registration lapses (ZSET, id -> server ms). See `keysOf`.
+ *   KEYS[3]: when each registration lapses (ZSET, id -> server ms). KEYS[4]: the fence key, the last
+ *   fencing token issued for the lock. See `acquireKeysOf`.
  * - ARGV[1]: the caller's token. ARGV[2]: the lease in milliseconds. ARGV[3]: the caller's waiter id,
  *   or "" when it will not wait (`tryWithLock`, or a backend without wake-ups). ARGV[4]: how long a
  *   registration lasts without being refreshed, in milliseconds.
- * - Reply `{1}`: the key was free (and no earlier waiter was registered, or the caller is the
+ * - Reply `{1, fence}`: the key was free (and no earlier waiter was registered, or the caller is the
  *   earliest) and now holds the token with the lease; or it already held the token (an earlier
  *   attempt whose reply was lost had succeeded) and its lease was re-armed. The caller's
- *   registration, if any, is removed.
+ *   registration, if any, is removed. `fence` is the grant's fencing token: for a new grant,
+ *   `max(last + 1, server time in microseconds)`, stored in the fence key for `fenceRetentionMillis`;
+ *   for a re-armed grant, the token the lost reply carried (the fence key's value), so a retry never
+ *   changes it (a fence key lost meanwhile gets a new, higher token).
+ *   The time floor keeps tokens increasing when the fence key is gone (retention, eviction, a
+ *   failover that lost it): the next token is still above every earlier one unless the server's
+ *   clock is behind the last token's microsecond.
  * - Reply `{0, pttl}`: another token holds it; `pttl` is its remaining lease in milliseconds (-1
  *   when the key has no expiry, which only happens when something else wrote it).
  * - Reply `{0, -2}`: the key is free, but an earlier registered waiter has the next turn.
@@ -60,10 +82,18 @@ end
  * @category scripting
  * @since 0.1.0
  */
-export const acquire = `${queueHelpers}local current = redis.call("GET", KEYS[1])
+export const acquire = `${queueHelpers}local function issue_fence()
+  local t = redis.call("TIME")
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call("GET", KEYS[4]) or "0") or 0
+  local fence = math.max(last + 1, floor)
+  redis.call("SET", KEYS[4], string.format("%.0f", fence), "PX", ${fenceRetentionMillis})
+  return fence
+end
+local current = redis.call("GET", KEYS[1])
 if current == ARGV[1] then
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
-  return {1}
+  return {1, tonumber(redis.call("GET", KEYS[4]) or "") or issue_fence()}
 end
 local waiter = ARGV[3]
 local queued = redis.call("EXISTS", KEYS[2]) == 1
@@ -81,7 +111,7 @@ if current == false then
       redis.call("ZREM", KEYS[2], waiter)
       redis.call("ZREM", KEYS[3], waiter)
     end
-    return {1}
+    return {1, issue_fence()}
   end
 end
 local reply = {0, -2}
@@ -174,6 +204,45 @@ export const keysOf = (lockKey: string): readonly [string, string, string] => [
 ]
 
 /**
+ * The keys the acquire script declares, in `KEYS` order: those of `keysOf`, then the fence key.
+ * All share the lock key's hash tag, so they live on one Cluster slot.
+ *
+ * @category scripting
+ * @since 0.3.0
+ */
+export const acquireKeysOf = (lockKey: string): readonly [string, string, string, string] => [
+  lockKey,
+  Keys.waitersKey(lockKey),
+  Keys.waitingUntilKey(lockKey),
+  Keys.fenceKey(lockKey)
+]
+
+/**
+ * The fence key of a lock: the last fencing token issued for it, kept for `fenceRetentionMillis`
+ * after the last acquisition.
+ *
+ * @category scripting
+ * @since 0.3.0
+ */
+export const fenceKey = (lockKey: string): string => Keys.fenceKey(lockKey)
+
+/**
+ * Check: whether the lock key still holds the caller's token (a read; it changes nothing).
+ *
+ * - KEYS[1]: the lock key. ARGV[1]: the token.
+ * - Reply: the key's remaining lease in milliseconds (>= 0, or -1 without expiry) when it holds the
+ *   token; -2 when it is gone or holds another token.
+ *
+ * @category scripting
+ * @since 0.3.0
+ */
+export const check = `if redis.call("GET", KEYS[1]) == ARGV[1] then
+  return redis.call("PTTL", KEYS[1])
+end
+return -2
+`
+
+/**
  * The channel on which releases of `lockKey` wake its waiters.
  *
  * @category scripting
@@ -203,4 +272,34 @@ for i = 1, #KEYS do
   end
 end
 return replies
+`
+
+/**
+ * Fenced set: write a value kept in Redis only for a writer whose fencing token is not older than
+ * the newest one the value has accepted, so a stale lock holder (paused past its lease, or cut off
+ * by a failover) cannot overwrite the work of a later holder.
+ *
+ * - KEYS[1]: the data key. KEYS[2]: where the highest token accepted for it is kept (give both one
+ *   hash tag on Cluster, e.g. `{account:42}` and `{account:42}:fence`).
+ * - ARGV[1]: the writer's fencing token (an integer). ARGV[2]: the value.
+ * - Reply `{1, token}`: written (the token was equal to or above the last accepted one, which it now
+ *   is). Reply `{0, last}`: rejected, nothing written; `last` is the newer token already accepted.
+ * - A token that is not a number fails with an `ERR` reply.
+ *
+ * @category scripting
+ * @since 0.3.0
+ */
+export const fencedSet = `local token = tonumber(ARGV[1])
+if token == nil then
+  return redis.error_reply("ERR fencing token is not a number")
+end
+local last = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
+if token < last then
+  return {0, last}
+end
+redis.call("SET", KEYS[1], ARGV[2])
+if token > last then
+  redis.call("SET", KEYS[2], ARGV[1])
+end
+return {1, token}
 `

@@ -7,9 +7,11 @@
  * single-process programs that want the same API. It gives no exclusion between processes.
  *
  * **Details**
- * The three operations behave as the Redis scripts do: acquire succeeds when the key is free,
- * expired, or already holds the caller's token; renew and release act only for the holder's token.
- * Expiry follows `Clock.currentTimeMillis`, the role a server's clock plays for Redis.
+ * The operations behave as the Redis scripts do: acquire succeeds when the key is free, expired, or
+ * already holds the caller's token; renew, release and check act only for the holder's token.
+ * Expiry follows `Clock.currentTimeMillis`, the role a server's clock plays for Redis. Fencing tokens
+ * follow the same rule as on a server, `max(last + 1, clock time in microseconds)`, and the last one
+ * of each key is kept for `LockScripts.fenceRetentionMillis` after its last acquisition.
  *
  * @since 0.1.0
  */
@@ -17,9 +19,17 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { type AcquireReply, type Backend, LockBackend } from "./LockBackend.ts"
+import { fenceRetentionMillis } from "./LockScripts.ts"
 
 interface Entry {
   readonly token: string
+  readonly expiresAt: number
+  /** The fencing token of this grant. */
+  readonly fence: number
+}
+
+interface Fence {
+  readonly last: number
   readonly expiresAt: number
 }
 
@@ -31,6 +41,23 @@ interface Entry {
  */
 export const make: Effect.Effect<Backend> = Effect.sync(() => {
   const entries = new Map<string, Entry>()
+  const fences = new Map<string, Fence>()
+  const issueFence = (key: string, now: number): number => {
+    const previous = fences.get(key)
+    const last = previous !== undefined && previous.expiresAt > now ? previous.last : 0
+    const fence = Math.max(last + 1, Math.floor(now) * 1000)
+    // Re-inserted, so the map stays in order of expiry (one retention for all) and `sweep` stops
+    // at the first live record.
+    fences.delete(key)
+    fences.set(key, { last: fence, expiresAt: now + fenceRetentionMillis })
+    return fence
+  }
+  const sweep = (now: number): void => {
+    for (const [key, fence] of fences) {
+      if (fence.expiresAt > now) return
+      fences.delete(key)
+    }
+  }
   const live = (key: string, now: number): Entry | undefined => {
     const entry = entries.get(key)
     if (entry !== undefined && entry.expiresAt <= now) {
@@ -44,9 +71,15 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     acquire: (request) =>
       Effect.map(Clock.currentTimeMillis, (now): AcquireReply => {
         const entry = live(request.key, now)
-        if (entry === undefined || entry.token === request.token) {
-          entries.set(request.key, { token: request.token, expiresAt: now + request.leaseMillis })
-          return { _tag: "Acquired" }
+        if (entry !== undefined && entry.token === request.token) {
+          entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
+          return { _tag: "Acquired", fence: entry.fence }
+        }
+        if (entry === undefined) {
+          sweep(now)
+          const fence = issueFence(request.key, now)
+          entries.set(request.key, { token: request.token, expiresAt: now + request.leaseMillis, fence })
+          return { _tag: "Acquired", fence }
         }
         return { _tag: "Busy", remainingMillis: entry.expiresAt - now }
       }),
@@ -54,7 +87,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
       Effect.map(Clock.currentTimeMillis, (now) => {
         const entry = live(request.key, now)
         if (entry === undefined || entry.token !== request.token) return false
-        entries.set(request.key, { token: request.token, expiresAt: now + request.leaseMillis })
+        entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
         return true
       }),
     release: (request) =>
@@ -63,7 +96,8 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         if (entry === undefined || entry.token !== request.token) return false
         entries.delete(request.key)
         return true
-      })
+      }),
+    check: (request) => Effect.map(Clock.currentTimeMillis, (now) => live(request.key, now)?.token === request.token)
   }
 })
 

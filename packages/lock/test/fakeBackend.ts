@@ -36,6 +36,7 @@ export const scripted = (
     acquire: (request: LeaseRequest, attempt: number) => Effect.Effect<AcquireReply, RedisError>
     renew: (request: LeaseRequest, attempt: number) => Effect.Effect<boolean, RedisError>
     release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+    check: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
     renewAll: (requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>
   }>
 ): { readonly layer: Layer.Layer<LockBackend>; readonly calls: Calls } => {
@@ -47,7 +48,7 @@ export const scripted = (
         calls.acquire.push(request)
         return within(
           request,
-          handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired" })
+          handlers.acquire?.(request, calls.acquire.length) ?? Effect.succeed({ _tag: "Acquired", fence: 1 })
         )
       }),
     renew: (request) =>
@@ -60,6 +61,7 @@ export const scripted = (
         calls.release.push(request)
         return within(request, handlers.release?.(request) ?? Effect.succeed(true))
       }),
+    check: (request) => within(request, handlers.check?.(request) ?? Effect.succeed(true)),
     ...(handlers.renewAll === undefined
       ? {}
       : {

@@ -49,7 +49,7 @@ describe("acquisition deadline", () => {
   it.effect("a grant slower than the usable lease is abandoned: the body never starts on it", () =>
     Effect.gen(function* () {
       const fake = scripted({
-        acquire: () => Effect.sleep("990 millis").pipe(Effect.as({ _tag: "Acquired" as const }))
+        acquire: () => Effect.sleep("990 millis").pipe(Effect.as({ _tag: "Acquired" as const, fence: 1 }))
       })
       const lock = yield* Lock.make({ leaseDuration: "1 second" }).pipe(Effect.provide(fake.layer))
       let ran = false

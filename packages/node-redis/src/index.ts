@@ -6,3 +6,6 @@
 
 /** @since 0.1.0 */
 export * as NodeRedisBackend from "./NodeRedisBackend.ts"
+
+/** @since 0.3.0 */
+export * as FencedWrite from "./FencedWrite.ts"

@@ -36,11 +36,14 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           [
             // Changing a script changes its hash: every process sharing a namespace must run the same
             // protocol, so a change here is a protocol change to call out in the release notes.
-            "2d24c4becb6158570a9b38b5df804d2cf361777a",
+            // 0.3.0: acquire issues fencing tokens (KEYS[4], the fence key); check and fencedSet are new.
+            "1aa6190e9ddf5ddc4d0157d00b0e14d361adb66e",
             "df08c2eb6936eac8735f349b742325f1be674684",
             "f86042c32ddbe8bddb394b20a9af1edad2bb989e",
             "9c346623336aaccfd9b5fccb377fdf9e7628878f",
-            "7346a6313b3bbb513abf50609c465a68a350755b"
+            "7346a6313b3bbb513abf50609c465a68a350755b",
+            "b59a67e739c130bda80089f8738249c6c0fe9657",
+            "a5dff1341ed034bb90aa111abe5b1f4197a9f74e"
           ]
         )
       })

@@ -30,7 +30,7 @@ const scripted = (options: {
             sent.push(args)
             if (args[0] === "ROLE") return options.role
             if (args[0] === "WAIT") return Math.min(Number(args[1]), options.acks ?? Infinity)
-            if (args[1] === Scripts.acquire.sha1) return [1]
+            if (args[1] === Scripts.acquire.sha1) return [1, 1]
             return 1
           })
       })

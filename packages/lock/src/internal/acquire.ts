@@ -25,6 +25,8 @@ export interface HeldLease {
   readonly token: string
   /** Monotonic time (ms) at which the granting request was sent: the usable lease counts from it. */
   readonly sentAt: number
+  /** The grant's fencing token. */
+  readonly fence: number
 }
 
 export type AcquireOutcome = { readonly _tag: "Held"; readonly lease: HeldLease } | { readonly _tag: "Busy" }
@@ -160,7 +162,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
               // entitled to the key. The body must not start; the cleanup releases our write.
               if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
               uncertain = false
-              return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt } })
+              return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt, fence: reply.fence } })
             })
           }
           // The write landed on a node that is not (or no longer) the master: a failover may drop

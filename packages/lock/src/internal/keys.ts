@@ -18,8 +18,12 @@ const escape = (c: string): string => escapes[c] ?? `%u${c.charCodeAt(0).toStrin
 export const lockKey = (namespace: string, encoded: string): string =>
   `${namespace}:{${encoded.replace(/[%{}]|\p{Cs}/gu, escape)}}`
 
-// Companions of a lock key, all inside the same hash tag (so on the same Cluster slot). They exist
-// only while some process waits for the lock, and expire on their own.
+// Companions of a lock key, all inside the same hash tag (so on the same Cluster slot). The queue
+// keys exist only while some process waits for the lock, and expire on their own; the fence key
+// outlives the lock by a fixed retention (see `LockScripts.fenceRetentionMillis`).
+
+/** The last fencing token issued for a lock (a string holding an integer, with a long expiry). */
+export const fenceKey = (lock: string): string => `${lock}:fence`
 
 /** The waiters of a lock in arrival order (ZSET: waiter id -> first registration, server ms). */
 export const waitersKey = (lock: string): string => `${lock}:waiters`

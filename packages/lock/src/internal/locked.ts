@@ -12,10 +12,12 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as KeyCodec from "../KeyCodec.ts"
+import type { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
 import { acquire, type AcquireOutcome } from "./acquire.ts"
 import { lockKey } from "./keys.ts"
+import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
@@ -70,12 +72,13 @@ export interface Call {
 /**
  * Acquire (inside the caller's interruptibility), run the body while the lease is renewed, then
  * release uninterruptibly whatever happened. Returns `None` only when `try` found the lock busy.
+ * The body is given the call's `Lease`.
  */
 export const runLocked = <A, E, R>(
   client: Client,
   call: Call,
   body: Effect.Effect<A, E, R>
-): Effect.Effect<Option.Option<A>, E | LockError, R> =>
+): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
   Effect.uninterruptibleMask((restore) => {
     const { backend, settings, metrics } = client
     const { key } = call
@@ -102,12 +105,12 @@ export const runLocked = <A, E, R>(
       acknowledge: false
     })
 
-    const hold = (sentAt: number): Effect.Effect<Option.Option<A>, E | LockError, R> =>
+    const hold = (sentAt: number, fence: number): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
       Effect.withFiber((caller) => {
-        let lost: LockLost | undefined
+        const lease = new LeaseHandle(key, settings.namespace, fence, token, backend, client.renewals)
         let fiber: Fiber.Fiber<A, E> | undefined
         const renewal = Renewals.lease(settings, key, token, sentAt, call.trace, (error) => {
-          lost = error
+          lease.lose(error)
           event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
           fiber?.interruptUnsafe()
         })
@@ -115,6 +118,7 @@ export const runLocked = <A, E, R>(
 
         const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
           client.renewals.unregister(renewal)
+          const lost = lease.release()
           const exit: Exit.Exit<A, E | LockLost> =
             lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
               ? Exit.fail(lost)
@@ -123,18 +127,21 @@ export const runLocked = <A, E, R>(
           return finish(exit)
         }
 
-        const run = Effect.flatMap(Effect.forkChild(body, { startImmediately: true }), (forked) => {
-          fiber = forked
-          if (lost !== undefined) forked.interruptUnsafe()
-          const done = forked.pollUnsafe()
-          if (done !== undefined) return afterBody(done)
-          return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
-            // Interrupted while the body ran: stop the body and wait for its finalizers.
-            Exit.isSuccess(awaited)
-              ? afterBody(awaited.value)
-              : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
-          )
-        })
+        const run = Effect.flatMap(
+          Effect.forkChild(lease.provide(body, renewal), { startImmediately: true }),
+          (forked) => {
+            fiber = forked
+            if (lease.lostWith !== undefined) forked.interruptUnsafe()
+            const done = forked.pollUnsafe()
+            if (done !== undefined) return afterBody(done)
+            return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
+              // Interrupted while the body ran: stop the body and wait for its finalizers.
+              Exit.isSuccess(awaited)
+                ? afterBody(awaited.value)
+                : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
+            )
+          }
+        )
         return mustStart ? Effect.andThen(client.renewals.start, run) : run
       })
 
@@ -173,6 +180,6 @@ export const runLocked = <A, E, R>(
       })
 
     return Effect.flatMap(restore(acquisition), (outcome: AcquireOutcome) =>
-      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt)
+      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt, outcome.lease.fence)
     )
   })

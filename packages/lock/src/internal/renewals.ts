@@ -74,6 +74,11 @@ export interface Renewals {
   readonly start: Effect.Effect<void>
   /** Stops renewing (the body ended). Idempotent. */
   readonly unregister: (renewal: Renewal) => void
+  /**
+   * Reports a loss found outside the scheduler (a lease check the server answered "not held"), as
+   * a failed renewal would: the lease stops renewing and its `onLost` runs. Ignored once inactive.
+   */
+  readonly lose: (renewal: Renewal, reason: "ownership") => void
   /** How many leases are being renewed (tests and metrics). */
   readonly size: () => number
 }
@@ -262,6 +267,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
       renewal.active = false
       leases.delete(renewal)
     },
+    lose: (renewal, reason) => lose(renewal, reason),
     size: () => leases.size
   }
 }

@@ -104,9 +104,11 @@ export const unexpected = (command: string, reply: unknown): RedisError =>
 export const replicatedFailure = (code: string, reply: string, mayHaveExecuted: boolean): RedisError =>
   new RedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
 
-/** Reads the acquire script's reply: `{1}` acquired, `{0, pttl}` busy. */
+/** Reads the acquire script's reply: `{1, fence}` acquired, `{0, pttl}` busy. */
 export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, RedisError> => {
-  if (Array.isArray(reply) && reply[0] === 1) return Effect.succeed({ _tag: "Acquired" })
+  if (Array.isArray(reply) && reply[0] === 1 && typeof reply[1] === "number") {
+    return Effect.succeed({ _tag: "Acquired", fence: reply[1] })
+  }
   if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "number") {
     return Effect.succeed({ _tag: "Busy", remainingMillis: reply[1] })
   }

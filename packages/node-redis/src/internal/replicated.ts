@@ -113,8 +113,9 @@ const guardedWrite = <A>(
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
     const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const route = yield* topology.route(request.key)
-    // Only acquire and renew can write a lease that needs the role check; release and leave cannot.
-    const writesLease = script === Scripts.acquire || script === Scripts.renew
+    // Acquire and renew can write a lease that needs the role check, and a check's "held" is only
+    // worth something from the master; release and leave need none.
+    const writesLease = script === Scripts.acquire || script === Scripts.renew || script === Scripts.check
     // An ASK redirect takes a second connection within what is left, not a fresh budget.
     const attempt = (address: string, asking: boolean) =>
       Effect.flatMap(left, (remaining) =>
@@ -298,6 +299,22 @@ const backendOver = (
           concurrency: "unbounded"
         }).pipe(Effect.flatMap(([result]) => Effect.fromResult(result)))
       }),
+    // "Held" counts as a write here only so that the role and the client's view are checked (with no
+    // WAIT): a demoted master may still hold the key while the new one has lost it.
+    check: (request) =>
+      guardedWrite(
+        topology,
+        pool,
+        known,
+        { ...request, acknowledge: false },
+        Scripts.check,
+        Scripts.checkCall(request),
+        (reply) => {
+          const held = typeof reply === "number" && reply !== -2
+          return Effect.succeed([held, held ? "wrote" : "no-write"] as const)
+        },
+        (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, false))
+      ),
     renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request)),
     wakeups
   }

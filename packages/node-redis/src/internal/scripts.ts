@@ -22,8 +22,10 @@ export const release: Script = script("release", LockScripts.release)
 
 export const renewAll: Script = script("renewAll", LockScripts.renewAll)
 export const leave: Script = script("leave", LockScripts.leave)
+export const check: Script = script("check", LockScripts.check)
+export const fencedSet: Script = script("fencedSet", LockScripts.fencedSet)
 
-export const all: ReadonlyArray<Script> = [acquire, renew, release, renewAll, leave]
+export const all: ReadonlyArray<Script> = [acquire, renew, release, renewAll, leave, check, fencedSet]
 
 /** Arguments of `EVALSHA`/`EVAL` for a script over `keys`. */
 export const evalArgs = (
@@ -38,7 +40,7 @@ export type Publish = "PUBLISH" | "SPUBLISH"
 
 /** `KEYS` and `ARGV` of the acquire script for a request. */
 export const acquireCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.keysOf(request.key),
+  LockScripts.acquireKeysOf(request.key),
   [request.token, String(request.leaseMillis), request.waiter?.id ?? "", String(request.waiter?.ttlMillis ?? 0)]
 ]
 
@@ -55,6 +57,12 @@ export const releaseCall = (
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
   LockScripts.keysOf(request.key),
   [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
+]
+
+/** `KEYS` and `ARGV` of the check script for a request. */
+export const checkCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  [request.key],
+  [request.token]
 ]
 
 /** `KEYS` and `ARGV` of the leave script. */

@@ -175,6 +175,11 @@ export const fromClient = (client: SharedClient, description: string): Effect.Ef
           runScript(send, Scripts.release, ...Scripts.releaseCall(request, "PUBLISH"), request.timeoutMillis),
           (reply) => reply === 1
         ),
+      check: (request) =>
+        Effect.map(
+          runScript(send, Scripts.check, ...Scripts.checkCall(request), request.timeoutMillis),
+          (reply) => typeof reply === "number" && reply !== -2
+        ),
       wakeups
     } satisfies Backend
   })

@@ -23,6 +23,7 @@ import type * as Layer from "effect/Layer"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { acquisition } from "./acquisition.ts"
 import { holding } from "./holding.ts"
+import { lease } from "./lease.ts"
 import type { ServerControl } from "./ServerControl.ts"
 
 /**
@@ -36,4 +37,5 @@ export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerC
   layer(target, { excludeTestServices: true, timeout: "60 seconds" })(`lock contract: ${name}`, (it) => {
     acquisition(it)
     holding(it)
+    lease(it)
   })

@@ -1,0 +1,163 @@
+// The `Lease` a locked call provides to its body: a view of the renewal scheduler's record of the
+// lease (its `validUntil`), plus what the call learns (loss, release). One object per locked call,
+// with its effects built only when read, so a body that never asks for its lease pays for one small
+// object and the context entry.
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import { type Handle, Lease } from "../Lease.ts"
+import type { Backend } from "../LockBackend.ts"
+import { LockLost, type RedisError } from "../LockError.ts"
+import type { Renewal, Renewals } from "./renewals.ts"
+import { releaseTimeoutMillis } from "./settings.ts"
+import { nowMillis } from "./time.ts"
+
+export class LeaseHandle implements Handle {
+  /** Set once the scheduler tracks the lease. */
+  renewal: Renewal | undefined = undefined
+  /** The loss that ended the lease, if it was lost. */
+  lostWith: LockLost | undefined = undefined
+  /** Set when the lease was released (the call or scope ended). */
+  private releasedWith: LockLost | undefined = undefined
+  /** Created only when someone waits on `lost`. */
+  private ended: Deferred.Deferred<never, LockLost> | undefined = undefined
+  /** How many fibers are waiting on `lost` right now. */
+  private watchers = 0
+  /** Told of a loss as it is found (the scoped acquire's caller). */
+  private onLoss: ((watched: boolean) => void) | undefined = undefined
+
+  readonly key: string
+  readonly namespace: string
+  readonly fencingToken: number
+  private readonly token: string
+  private readonly backend: Backend
+  private readonly renewals: Renewals
+
+  constructor(
+    key: string,
+    namespace: string,
+    fencingToken: number,
+    token: string,
+    backend: Backend,
+    renewals: Renewals
+  ) {
+    this.key = key
+    this.namespace = namespace
+    this.fencingToken = fencingToken
+    this.token = token
+    this.backend = backend
+    this.renewals = renewals
+  }
+
+  /** The error that ends the lease, once it has ended. */
+  private get endedWith(): LockLost | undefined {
+    return this.lostWith ?? this.releasedWith
+  }
+
+  /** Records a loss (from the renewal scheduler or a check); the first one wins. */
+  lose(error: LockLost): void {
+    if (this.endedWith !== undefined) return
+    this.lostWith = error
+    if (this.ended !== undefined) Deferred.doneUnsafe(this.ended, Exit.fail(error))
+    // The watchers are resumed later, so they still count here.
+    this.onLoss?.(this.watchers > 0)
+  }
+
+  /** Calls `f` when the lease is lost, telling it whether anyone was waiting on `lost`. */
+  whenLost(f: (watched: boolean) => void): void {
+    this.onLoss = f
+  }
+
+  /** Gives the body this lease, which the scheduler tracks as `renewal`. */
+  provide<A, E, R>(body: Effect.Effect<A, E, R>, renewal: Renewal): Effect.Effect<A, E, Exclude<R, Lease>> {
+    this.renewal = renewal
+    return Effect.provideService(body, Lease, this)
+  }
+
+  /** Records that the call released the lease; returns the loss that ended it first, if any. */
+  release(): LockLost | undefined {
+    if (this.endedWith !== undefined) return this.lostWith
+    const error = new LockLost({
+      key: this.key,
+      namespace: this.namespace,
+      phase: "release",
+      reason: "released",
+      bodyCompleted: true
+    })
+    this.releasedWith = error
+    if (this.ended !== undefined) Deferred.doneUnsafe(this.ended, Exit.fail(error))
+    return undefined
+  }
+
+  private validUntil(): number {
+    return this.endedWith === undefined && this.renewal !== undefined ? this.renewal.validUntil : -Infinity
+  }
+
+  get remaining(): Effect.Effect<Duration.Duration> {
+    return Effect.map(nowMillis, (now) => Duration.millis(Math.max(0, this.validUntil() - now)))
+  }
+
+  get ensure(): Effect.Effect<void, LockLost> {
+    return Effect.flatMap(nowMillis, (now) => {
+      const ended = this.endedWith
+      if (ended !== undefined) return Effect.fail(ended)
+      if (now < this.validUntil()) return Effect.void
+      // The scheduler reports the expiry when it wakes; a reader just before that sees it already.
+      return Effect.fail(
+        new LockLost({
+          key: this.key,
+          namespace: this.namespace,
+          phase: "renew",
+          reason: "expired",
+          bodyCompleted: false
+        })
+      )
+    })
+  }
+
+  get check(): Effect.Effect<void, LockLost | RedisError> {
+    return Effect.flatMap(this.ensure, () =>
+      Effect.flatMap(nowMillis, (now) => {
+        const renewal = this.renewal!
+        return Effect.flatMap(
+          this.backend.check({
+            key: this.key,
+            token: this.token,
+            leaseMillis: 0,
+            timeoutMillis: Math.max(1, Math.min(releaseTimeoutMillis, renewal.validUntil - now)),
+            acknowledge: false
+          }),
+          (held) => {
+            if (held) return Effect.void
+            // Reported as a failed renewal would be: the lease stops renewing and its call is told.
+            this.renewals.lose(renewal, "ownership")
+            return Effect.fail(
+              this.endedWith ??
+                new LockLost({
+                  key: this.key,
+                  namespace: this.namespace,
+                  phase: "renew",
+                  reason: "ownership",
+                  bodyCompleted: false
+                })
+            )
+          }
+        )
+      })
+    )
+  }
+
+  get lost(): Effect.Effect<never, LockLost> {
+    return Effect.suspend(() => {
+      const ended = this.endedWith
+      if (ended !== undefined) return Effect.fail(ended)
+      this.ended ??= Deferred.makeUnsafe<never, LockLost>()
+      this.watchers++
+      return Effect.ensuring(
+        Deferred.await(this.ended),
+        Effect.sync(() => this.watchers--)
+      )
+    })
+  }
+}
