@@ -59,9 +59,10 @@ export class LeaseHandle implements Handle {
   lose(error: LockLost): void {
     if (this.endedWith !== undefined) return
     this.lostWith = error
+    // Read before the watchers are resumed: a resumed watcher stops counting as one.
+    const watched = this.watchers > 0
     if (this.ended !== undefined) Deferred.doneUnsafe(this.ended, Exit.fail(error))
-    // The watchers are resumed later, so they still count here.
-    this.onLoss?.(this.watchers > 0)
+    this.onLoss?.(watched)
   }
 
   /** Calls `f` when the lease is lost, telling it whether anyone was waiting on `lost`. */
