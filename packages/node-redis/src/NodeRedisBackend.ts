@@ -27,7 +27,7 @@ import * as Redacted from "effect/Redacted"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
-import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
+import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import type { RedisClientOptions, RedisClusterOptions } from "redis"
 import * as Address from "./internal/address.ts"
 import * as ClusterTopology from "./internal/cluster.ts"
@@ -131,7 +131,7 @@ const validate = (
  */
 export const make = (
   options: Options = {}
-): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout } = yield* validate(options)
     const { dedicatedPool: _pool, connectTimeoutMillis: _timeout, ...clientOptions } = options
@@ -199,7 +199,7 @@ export const layerFromClient = (client: SharedClient): Layer.Layer<LockBackend.L
  */
 export const makeSentinel = (
   options: SentinelOptions
-): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (typeof options.name !== "string" || options.name.length === 0) {
@@ -233,7 +233,7 @@ export const makeSentinel = (
  */
 export const makeCluster = (
   options: ClusterOptions
-): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
@@ -272,7 +272,7 @@ export const makeCluster = (
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, make(options))
 
 /**
@@ -294,7 +294,7 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, R
  */
 export const layerSentinel = (
   options: SentinelOptions
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, makeSentinel(options))
 
 /**
@@ -316,7 +316,7 @@ export const layerSentinel = (
  */
 export const layerCluster = (
   options: ClusterOptions
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, makeCluster(options))
 
 /**
@@ -368,7 +368,7 @@ const pool = (config: ConfigAuth) =>
  */
 export const layerConfig = (
   options: Config.Wrap<ConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
     Effect.flatMap(Config.unwrap(options), (config) => make({ url: config.url, ...auth(config), ...pool(config) }))
@@ -400,7 +400,7 @@ const commaList = (list: string): Array<string> =>
  */
 export const layerSentinelConfig = (
   options: Config.Wrap<SentinelConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
     Effect.gen(function* () {
@@ -433,7 +433,7 @@ export interface ClusterConfigOptions extends ConfigAuth {
  */
 export const layerClusterConfig = (
   options: Config.Wrap<ClusterConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
     Effect.gen(function* () {

@@ -2,11 +2,11 @@
 // `WAIT` for the replicas, judged against what the client's view and the master itself (`ROLE`)
 // list. Shared by single operations (replicated.ts) and batched renewal (replicatedRenewal.ts).
 import * as Effect from "effect/Effect"
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import { replicatedFailure as failure, type Send } from "./commands.ts"
 
-const noReplicas = (address: string): RedisError =>
-  new RedisError({
+const noReplicas = (address: string): LockRedisError =>
+  new LockRedisError({
     command: "WAIT",
     kind: "server",
     code: "NO_REPLICAS",
@@ -57,7 +57,7 @@ export const awaitReplicas = (
   waitMillis: number,
   /** The reply of a `WAIT` sent right after the write, in the same round trip (see `earlyWait`). */
   earlyAcks?: unknown
-): Effect.Effect<void, RedisError> =>
+): Effect.Effect<void, LockRedisError> =>
   Effect.suspend(() => {
     const connected = connectedReplicas(role)
     if (viewReplicas === 0 && connected === 0) return Effect.fail(noReplicas(connection.address))

@@ -1,7 +1,7 @@
 // The Cluster topology: a node-redis cluster client keeps the slot map (following MOVED/ASK and
 // topology changes); lock operations go to each slot's master on dedicated connections.
 import * as Effect from "effect/Effect"
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
@@ -11,8 +11,8 @@ import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 
-const unserved = (key: string, slot: number): RedisError =>
-  new RedisError({
+const unserved = (key: string, slot: number): LockRedisError =>
+  new LockRedisError({
     command: "route",
     kind: "server",
     code: "CLUSTERDOWN",
@@ -25,7 +25,7 @@ const unserved = (key: string, slot: number): RedisError =>
 export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
-): Effect.Effect<Cluster, RedisError, Scope.Scope> =>
+): Effect.Effect<Cluster, LockRedisError, Scope.Scope> =>
   // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
   // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
   // client from opening a connection to each of them, which a stalled replica could hold up.

@@ -4,7 +4,7 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
-import type { RedisError } from "@sage/lock/LockError"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
 import { type CommandClient, parseAcquire, runScript, type Send, sendWithin, unexpected } from "./commands.ts"
@@ -36,7 +36,7 @@ export const defaultReconnect = (retries: number): number =>
 export const connect = (
   clientOptions: RedisClientOptions,
   connectTimeoutMillis: number
-): Effect.Effect<Client, RedisError, Scope.Scope> =>
+): Effect.Effect<Client, LockRedisError, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context()
     const log = (effect: Effect.Effect<void>) => Effect.runForkWith(context)(effect)
