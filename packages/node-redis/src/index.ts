@@ -6,3 +6,6 @@
 
 /** @since 0.1.0 */
 export * as NodeRedisBackend from "./NodeRedisBackend.ts"
+
+/** @since 0.2.0 */
+export * as EffectRedisBackend from "./EffectRedisBackend.ts"
