@@ -11,6 +11,28 @@ import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 
+/**
+ * What the lock needs of a connected node-redis cluster client: its slot map, a command to make it
+ * re-read the map, and sharded pub/sub. Both the lock's own client and one the application shares.
+ */
+export interface ClusterClient {
+  readonly slots: ReadonlyArray<
+    | {
+        readonly master: { readonly address: string }
+        readonly replicas?: ReadonlyArray<unknown> | undefined
+      }
+    | undefined
+  >
+  sendCommand(
+    firstKey: string,
+    isReadonly: boolean,
+    args: Array<string>,
+    options: { timeout: number }
+  ): Promise<unknown>
+  sSubscribe(channel: string, listener: (message: string) => void): Promise<unknown>
+  sUnsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>
+}
+
 const unserved = (key: string, slot: number): LockRedisError =>
   new LockRedisError({
     command: "route",
@@ -46,20 +68,21 @@ export const addressMapper = (
   }
 }
 
-export const topology = (cluster: Cluster): Topology => ({
-  description: "node-redis cluster",
+export const topology = (cluster: ClusterClient, description = "node-redis cluster"): Topology => ({
+  description,
   publish: "SPUBLISH",
   subscriber: () =>
     Promise.resolve({
       subscribe: (channel, listener) => cluster.sSubscribe(channel, listener),
-      unsubscribe: (channel) => cluster.sUnsubscribe(channel)
+      unsubscribe: (channel, listener) => cluster.sUnsubscribe(channel, listener)
     }),
   route: (key) =>
     Effect.suspend(() => {
       const slot = slotOf(key)
       const shard = cluster.slots[slot]
       if (shard === undefined) return Effect.fail(unserved(key, slot))
-      return Effect.succeed({ address: shard.master.address, replicas: shard.replicas?.length ?? 0 })
+      // No replica list without `useReplicas` (a shared client may lack it): the master's own counts.
+      return Effect.succeed({ address: shard.master.address, replicas: shard.replicas?.length })
     }),
   isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
   // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.

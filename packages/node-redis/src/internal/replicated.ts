@@ -23,10 +23,13 @@ import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 import * as StrayWrites from "./strayWrites.ts"
 import { monotonicMillis } from "./time.ts"
 
-/** Where a key's master is, and how many replicas the client's view lists for it. */
+/**
+ * Where a key's master is, and how many replicas the client's view lists for it (undefined: the
+ * client keeps no replica list, so the master's own list counts).
+ */
 export interface Route {
   readonly address: string
-  readonly replicas: number
+  readonly replicas: number | undefined
 }
 
 /** What a replicated deployment tells the lock about its topology. */
@@ -212,12 +215,15 @@ const releaseStrays = (
 export const makeBackend = (
   topology: Topology,
   pool: Pool,
-  strays = StrayWrites.make()
+  strays = StrayWrites.make(),
+  options: { readonly sharedSubscriber?: boolean | undefined } = {}
 ): Effect.Effect<Backend, never, Scope.Scope> => {
   const known = { replicaCounts: new Map<string, number>(), busy: busyKeys() }
   return Effect.map(
     makeWakeups({
       subscriber: topology.subscriber,
+      // On a client the application keeps, the lock's channels are dropped when its layer closes.
+      unsubscribeOnClose: options.sharedSubscriber,
       leave: (key, waiterId, timeoutMillis) =>
         Effect.ignore(
           guardedWrite(
