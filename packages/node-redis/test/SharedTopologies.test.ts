@@ -97,7 +97,10 @@ describe("a shared Cluster client", () => {
         after.some((channel) => channel.endsWith(":wake")),
         `the lock's channels were dropped with its layer: ${after}`
       )
-      assert.strictEqual(yield* Effect.promise(() => cluster.sendCommand("k", false, ["PING"]) as Promise<unknown>), "PONG")
+      assert.strictEqual(
+        yield* Effect.promise(() => cluster.sendCommand("k", false, ["PING"]) as Promise<unknown>),
+        "PONG"
+      )
     })
   )
 })
