@@ -148,7 +148,7 @@ export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("Inva
  * import { Lock } from "@sage/lock"
  *
  * const job = Effect.log("working").pipe(
- *   Lock.withLock("nightly"),
+ *   Lock.withLock("nightly", { waitTimeout: "2 seconds" }),
  *   Effect.catchTag("LockRedisError", (e) => Effect.logError(`redis refused: ${e.code}`))
  * )
  * ```
