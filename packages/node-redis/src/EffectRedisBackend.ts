@@ -20,8 +20,10 @@
  *
  * @since 0.2.0
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Redis from "effect/persistence/Redis"
 import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
@@ -44,10 +46,18 @@ export interface Options {
    * waiters poll with backoff (up to a few hundred milliseconds late), and the lock opens no
    * connection at all.
    *
+   * **Details**
+   * With `true` and `NodeRedis.layer`, the lock opens one subscriber connection of its own (a
+   * duplicate of the `NodeRedis` client, found by that service's key, so this module does not
+   * import `@effect/platform-node`) the first time a lock is waited for, and closes it with the
+   * layer.
+   *
    * **Gotchas**
-   * `Redis.subscribe` opens one subscriber connection per channel (that is how `NodeRedis`
-   * implements it), and each lock key waited for has its own channel: with `true`, every key being
-   * waited for costs one connection, closed a minute after its last wait.
+   * With another `Redis` implementation it falls back to `Redis.subscribe`, which opens one
+   * connection per channel (as `NodeRedis` implements it); each lock key waited for has its own
+   * channel, so every key being waited for then costs one connection, closed a minute after its
+   * last wait. When the context holds a `NodeRedis` service, its client is taken to be the one
+   * behind `Redis` (as `NodeRedis.layer` provides both).
    */
   readonly wakeups?: boolean | undefined
 }
@@ -97,6 +107,15 @@ const subscriberVia = (redis: Redis.Redis["Service"]): Effect.Effect<() => Promi
   })
 
 /**
+ * `@effect/platform-node`'s `NodeRedis` service (its raw node-redis client), looked up by its
+ * public key so that this module needs nothing from that package.
+ */
+class NodeRedisClient extends Context.Service<
+  NodeRedisClient,
+  { readonly client: Pick<Standalone.SharedClient, "duplicate"> }
+>()("@effect/platform-node/NodeRedis") {}
+
+/**
  * The backend over the `Redis` service in context; what it opens closes with the scope, and the
  * service's own connection is never closed by the lock.
  *
@@ -106,10 +125,17 @@ const subscriberVia = (redis: Redis.Redis["Service"]): Effect.Effect<() => Promi
 export const make = (options: Options = {}): Effect.Effect<LockBackend.Backend, never, Redis.Redis | Scope.Scope> =>
   Effect.gen(function* () {
     const redis = yield* Redis.Redis
+    const nodeRedis = yield* Effect.serviceOption(NodeRedisClient)
+    const subscriber =
+      options.wakeups !== true
+        ? undefined
+        : Option.isSome(nodeRedis)
+          ? yield* Standalone.duplicateSubscriber(nodeRedis.value.client)
+          : yield* subscriberVia(redis)
     return yield* Standalone.backendOver({
       description: "effect redis (shared connection)",
       send: sendVia(redis),
-      subscriber: options.wakeups === true ? yield* subscriberVia(redis) : undefined
+      subscriber
     })
   })
 

@@ -102,6 +102,21 @@ export const renewChunk = 500
  */
 export const fromClient = (client: SharedClient, description: string): Effect.Effect<Backend, never, Scope.Scope> =>
   Effect.gen(function* () {
+    return yield* backendOver({
+      description,
+      send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
+      subscriber: yield* duplicateSubscriber(client)
+    })
+  })
+
+/**
+ * Wake-ups on one duplicate of `client`, the lock's own: connected on first use, every channel on
+ * it, closed with the scope.
+ */
+export const duplicateSubscriber = (
+  client: Pick<SharedClient, "duplicate">
+): Effect.Effect<() => Promise<Subscriber>, never, Scope.Scope> =>
+  Effect.gen(function* () {
     let subscriber: SubscriberClient | undefined
     yield* Effect.addFinalizer(() =>
       subscriber === undefined
@@ -112,20 +127,16 @@ export const fromClient = (client: SharedClient, description: string): Effect.Ef
             Effect.ignore
           )
     )
-    return yield* backendOver({
-      description,
-      send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
-      subscriber: async () => {
-        const duplicate = client.duplicate()
-        duplicate.on("error", () => {})
-        subscriber = duplicate
-        await duplicate.connect()
-        return {
-          subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
-          unsubscribe: (channel) => duplicate.unsubscribe(channel)
-        }
+    return async () => {
+      const duplicate = client.duplicate()
+      duplicate.on("error", () => {})
+      subscriber = duplicate
+      await duplicate.connect()
+      return {
+        subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
+        unsubscribe: (channel) => duplicate.unsubscribe(channel)
       }
-    })
+    }
   })
 
 /**
