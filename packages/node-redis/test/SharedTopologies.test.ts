@@ -4,12 +4,14 @@
 // application's pub/sub, drops its subscriptions when its layer closes, and never closes the client.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { LockBackend } from "@sage/lock/LockBackend"
 import * as LockContract from "@sage/lock-testkit/contract/LockContract"
 import { ClusterTopology, type RedisServer, SentinelTopology } from "@sage/lock-testkit"
 import { createCluster, createSentinel } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import { clientOn, holding } from "./support.ts"
 import { sharedClusterTarget, sharedSentinelTarget } from "./targets.ts"
 import { clientOver, handoff } from "./wakeup.ts"
 
@@ -56,6 +58,32 @@ describe("a shared Sentinel client", () => {
         `the lock's channels were dropped with its layer: ${after}`
       )
       assert.strictEqual(yield* Effect.promise(() => sentinel.ping()), "PONG", "the client is still open")
+    })
+  )
+
+  it.live("a held lock survives a failover: the client's view moves, and renewal follows it to the new master", () =>
+    Effect.gen(function* () {
+      const topology = yield* SentinelTopology.start({ flavor: "redis7" })
+      const sentinel = createSentinel({ name: topology.masterName, sentinelRootNodes: topology.sentinelNodes })
+      sentinel.on("error", () => {})
+      yield* Effect.promise(() => sentinel.connect())
+      yield* Effect.addFinalizer(() => Effect.promise(() => sentinel.close()).pipe(Effect.ignore))
+      const backend = yield* NodeRedisBackend.fromSentinel(sentinel)
+      // The lease must outlast the failover (renewals fail while the master switches): 8 s.
+      const lock = yield* clientOn(backend, { leaseDuration: "8 seconds" })
+      const held = yield* holding(lock, "survivor", Effect.sleep("10 seconds").pipe(Effect.as("done")))
+      const old = yield* topology.master()
+      const promoted = yield* SentinelTopology.failover(topology)
+      assert.notStrictEqual(promoted.port, old.port)
+      const result = yield* Fiber.join(held.fiber)
+      assert.strictEqual(result._tag, "Success", JSON.stringify(result))
+      assert.isNull(yield* promoted.command("GET", `${lock.namespace}:{survivor}`), "released on the new master")
+      // New acquisitions land on the promoted master, where the client's view now points.
+      yield* lock.withLock("after", { waitTimeout: "5 seconds" })(
+        Effect.flatMap(promoted.command("EXISTS", `${lock.namespace}:{after}`), (exists) =>
+          Effect.sync(() => assert.strictEqual(Number(exists), 1, "held on the promoted master"))
+        )
+      )
     })
   )
 
