@@ -111,7 +111,7 @@ export interface LockClient<K> {
   /**
    * Waits for the lock, runs the body while renewing the lease, releases the lock, and returns the
    * body's result. Fails with `TimedOut` (body not run), `LockLost` (body interrupted, or found
-   * unprotected at release), `InvalidArgument` or a non-retryable `RedisError`.
+   * unprotected at release), `InvalidArgument` or a non-retryable `LockRedisError`.
    */
   readonly withLock: (
     key: K,
@@ -128,7 +128,7 @@ export interface LockClient<K> {
   /**
    * Waits for the lock as `withLock` does and holds it, renewed, until the scope closes; closing the
    * scope releases it (bounded to one second, uninterruptible). Fails with `TimedOut`,
-   * `InvalidArgument` or a non-retryable `RedisError` when the lock is not acquired, or `LockLost`
+   * `InvalidArgument` or a non-retryable `LockRedisError` when the lock is not acquired, or `LockLost`
    * when it is lost before the lease is handed over.
    *
    * **Details**

@@ -15,7 +15,7 @@ import * as Scripts from "../src/internal/scripts.ts"
 const scripted = (options: {
   role: unknown
   viewSaysMaster: boolean
-  viewReplicas: number
+  viewReplicas: number | undefined
   /** How many replicas acknowledge a write (WAIT answers at most this many); all it asks by default. */
   acks?: number
 }) => {
@@ -87,7 +87,7 @@ describe("replicated write checks", () => {
   }
 
   // Live clock: an unacknowledged attempt is retried after a real backoff until the wait runs out.
-  it.live("acknowledgement needs the replicas both the view and ROLE list, and at least one", () =>
+  it.live("acknowledgement needs the replicas both the view (when it has a list) and ROLE list, and at least one", () =>
     Effect.gen(function* () {
       const cases = [
         { view: 2, role: 1, acks: 1, acquired: true },
@@ -98,7 +98,12 @@ describe("replicated write checks", () => {
         // A master listing no replica never passes with WAIT 0.
         { view: 2, role: 0, acks: 0, acquired: false },
         // The view knows no replica: no early WAIT; ROLE lists one, which must acknowledge.
-        { view: 0, role: 1, acks: 1, acquired: true }
+        { view: 0, role: 1, acks: 1, acquired: true },
+        // A shared client that keeps no replica list: every replica the master lists, at least one.
+        { view: undefined, role: 2, acks: 2, acquired: true },
+        { view: undefined, role: 2, acks: 1, acquired: false },
+        // ...and a master listing none is retried until the budget ends (TimedOut), not NO_REPLICAS.
+        { view: undefined, role: 0, acks: 0, acquired: false }
       ]
       for (const { view, role, acks, acquired } of cases) {
         const label = JSON.stringify({ view, role, acks })
@@ -113,7 +118,7 @@ describe("replicated write checks", () => {
         assert.strictEqual(Result.isSuccess(result), acquired, label)
         if (!acquired) {
           assert.isTrue(Result.isFailure(result) && result.failure._tag === "TimedOut", label)
-          const wanted = String(Math.max(1, Math.min(view, role)))
+          const wanted = String(Math.max(1, view === undefined ? role : Math.min(view, role)))
           assert.isTrue(
             sent.some((args) => args[0] === "WAIT" && args[1] === wanted),
             `${label}: a WAIT asked for ${wanted}`

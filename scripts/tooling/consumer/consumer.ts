@@ -6,7 +6,7 @@ import type { LockBackend } from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 
-const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.RedisError> = Lock.layer({
+const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.LockRedisError> = Lock.layer({
   leaseDuration: "10 seconds",
   namespace: "consumer"
 }).pipe(Layer.provide(NodeRedisBackend.layer({ url: "rediss://127.0.0.1:6380", socket: { tls: true } })))
@@ -17,11 +17,14 @@ const FromEnv = Lock.layerConfig({
 
 const backendOnly: Layer.Layer<LockBackend> = MemoryBackend.layer
 
-const guarded: Effect.Effect<string, LockError.InvalidArgument | LockError.RedisError | LockError.LockLost, Lock.Lock> =
-  Effect.succeed("done").pipe(
-    Lock.withLock("account:42", { waitTimeout: "2 seconds" }),
-    Effect.catchTag("TimedOut", (e) => Effect.succeed(`busy after ${e.waitedMillis} ms`))
-  )
+const guarded: Effect.Effect<
+  string,
+  LockError.InvalidArgument | LockError.LockRedisError | LockError.LockLost,
+  Lock.Lock
+> = Effect.succeed("done").pipe(
+  Lock.withLock("account:42", { waitTimeout: "2 seconds" }),
+  Effect.catchTag("TimedOut", (e) => Effect.succeed(`busy after ${e.waitedMillis} ms`))
+)
 
 const maybe: Effect.Effect<Option.Option<number>, unknown, Lock.Lock> = Effect.succeed(1).pipe(
   LockModule.tryWithLock("cron")

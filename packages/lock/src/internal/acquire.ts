@@ -11,7 +11,7 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { AcquireReply, Backend, LeaseRequest } from "../LockBackend.ts"
-import { LockLost, type RedisError, TimedOut } from "../LockError.ts"
+import { LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
@@ -75,13 +75,13 @@ const registrationMillis = (policy: BackoffPolicy): number => 2 * policy.capMill
  * Attempts until acquired, busy (`try`), the deadline, or a permanent failure. Written as a chain
  * of plain continuations rather than a generator: the uncontended case is one backend call.
  */
-export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
+export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
   Effect.suspend(() => {
     const { backend, key, settings, token, deadline } = params
     const usable = settings.usableLeaseMillis
     let uncertain = false
     let attempts = 0
-    let lastError: RedisError | undefined
+    let lastError: LockRedisError | undefined
     let lastBusy = params.waitedBehind
     let policy: BackoffPolicy | undefined
     const wakeups = params.mode === "wait" && params.waiterId !== undefined ? backend.wakeups : undefined
@@ -116,7 +116,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
 
     const retryAfter = (
       holderRemainingMillis?: number
-    ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
+    ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
       withNow((now) => {
         policy ??= waitPolicy(settings)
         if (wakeups !== undefined && registered) {
@@ -133,7 +133,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         })
       })
 
-    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = withNow((sentAt) => {
+    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> = withNow((sentAt) => {
       const remaining = deadline - sentAt
       if (remaining <= 0) return timedOut
       attempts++
@@ -185,7 +185,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
       })
     )
 
-    function cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | RedisError>): Effect.Effect<void> {
+    function cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> {
       if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
       const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
       // Giving up: withdraw from the server's line, unless another fiber of this client takes over
@@ -223,5 +223,5 @@ const outcomeAttributes = (exit: Exit.Exit<AcquireOutcome, unknown>): Record<str
   if (failure instanceof LockLost) {
     return { "lock.outcome": "lost", "lock.lost.phase": failure.phase, "lock.lost.reason": failure.reason }
   }
-  return { "lock.outcome": "error", "lock.error.code": (failure as RedisError).code }
+  return { "lock.outcome": "error", "lock.error.code": (failure as LockRedisError).code }
 }

@@ -2,7 +2,7 @@
 // (after the body, after an abandoned acquisition), so it never fails: it reports what happened.
 import * as Effect from "effect/Effect"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
-import type { RedisError } from "../LockError.ts"
+import type { LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
 import { withNow } from "./time.ts"
@@ -12,7 +12,7 @@ const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 export type ReleaseOutcome =
   | { readonly _tag: "Released" }
   | { readonly _tag: "NotOwner" }
-  | { readonly _tag: "Failed"; readonly error: RedisError | undefined }
+  | { readonly _tag: "Failed"; readonly error: LockRedisError | undefined }
 
 const released: ReleaseOutcome = { _tag: "Released" }
 const notOwner: ReleaseOutcome = { _tag: "NotOwner" }
@@ -29,7 +29,7 @@ export const release = (
   Effect.uninterruptible(
     withNow((start) => {
       const deadline = start + releaseTimeoutMillis
-      let lastError: RedisError | undefined
+      let lastError: LockRedisError | undefined
       const attempt = (n: number, now: number): Effect.Effect<ReleaseOutcome> => {
         const remaining = deadline - now
         if (remaining <= 0) return Effect.succeed({ _tag: "Failed", error: lastError })

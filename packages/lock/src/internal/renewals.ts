@@ -18,7 +18,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Backend, LeaseRequest, RenewReply } from "../LockBackend.ts"
-import { LockLost, type RedisError } from "../LockError.ts"
+import { LockLost, type LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
 import type { Settings } from "./settings.ts"
@@ -58,7 +58,7 @@ export interface Renewal {
   nextAt: number
   failures: number
   inFlight: boolean
-  lastError: RedisError | undefined
+  lastError: LockRedisError | undefined
   /** False once unregistered or lost: late replies for it are ignored. */
   active: boolean
   readonly onLost: (error: LockLost) => void
@@ -107,7 +107,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
     }
   }
 
-  const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: RedisError): void => {
+  const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void => {
     if (!renewal.active) return
     renewal.active = false
     leases.delete(renewal)

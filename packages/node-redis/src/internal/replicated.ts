@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import { parseAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import { awaitReplicas, connectedReplicas, earlyWait } from "./acknowledgement.ts"
@@ -23,16 +23,19 @@ import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 import * as StrayWrites from "./strayWrites.ts"
 import { monotonicMillis } from "./time.ts"
 
-/** Where a key's master is, and how many replicas the client's view lists for it. */
+/**
+ * Where a key's master is, and how many replicas the client's view lists for it (undefined: the
+ * client keeps no replica list, so the master's own list counts).
+ */
 export interface Route {
   readonly address: string
-  readonly replicas: number
+  readonly replicas: number | undefined
 }
 
 /** What a replicated deployment tells the lock about its topology. */
 export interface Topology {
   readonly description: string
-  readonly route: (key: string) => Effect.Effect<Route, RedisError>
+  readonly route: (key: string) => Effect.Effect<Route, LockRedisError>
   /** Whether `address` is the master for `key` in the client's current view. */
   readonly isMaster: (key: string, address: string) => boolean
   /** Asks the client to re-read the topology after a redirect, a role change or a dead node. */
@@ -47,10 +50,10 @@ export interface Topology {
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
 
 /** A failure after the write was applied: the key may now hold our token, so cleanup must release it. */
-const afterWrite = (error: RedisError): RedisError =>
-  error.mayHaveExecuted ? error : new RedisError({ ...error, cause: error.cause, mayHaveExecuted: true })
+const afterWrite = (error: LockRedisError): LockRedisError =>
+  error.mayHaveExecuted ? error : new LockRedisError({ ...error, cause: error.cause, mayHaveExecuted: true })
 
-const askTarget = (error: RedisError): string | undefined =>
+const askTarget = (error: LockRedisError): string | undefined =>
   error.code === "ASK" ? error.reply.split(" ")[2] : undefined
 
 type Outcome = "wrote" | "no-write"
@@ -103,9 +106,9 @@ const guardedWrite = <A>(
   request: LeaseRequest,
   script: Scripts.Script,
   [keys, args]: readonly [ReadonlyArray<string>, ReadonlyArray<string>],
-  interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], RedisError>,
-  onNotMaster: (address: string) => Effect.Effect<A, RedisError>
-): Effect.Effect<A, RedisError> =>
+  interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], LockRedisError>,
+  onNotMaster: (address: string) => Effect.Effect<A, LockRedisError>
+): Effect.Effect<A, LockRedisError> =>
   Effect.gen(function* () {
     const start = yield* monotonicMillis
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
@@ -213,12 +216,15 @@ const releaseStrays = (
 export const makeBackend = (
   topology: Topology,
   pool: Pool,
-  strays = StrayWrites.make()
+  strays = StrayWrites.make(),
+  options: { readonly sharedSubscriber?: boolean | undefined } = {}
 ): Effect.Effect<Backend, never, Scope.Scope> => {
   const known = { replicaCounts: new Map<string, number>(), busy: busyKeys() }
   return Effect.map(
     makeWakeups({
       subscriber: topology.subscriber,
+      // On a client the application keeps, the lock's channels are dropped when its layer closes.
+      unsubscribeOnClose: options.sharedSubscriber,
       leave: (key, waiterId, timeoutMillis) =>
         Effect.ignore(
           guardedWrite(
