@@ -10,7 +10,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { NodeRuntime } from "@effect/platform-node"
-import type { InvalidArgument, RedisError } from "@sage/lock/LockError"
+import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import type { TestkitError } from "@sage/lock-testkit"
 import * as Locks from "./locks.ts"
 import { poolDecision } from "./pool.ts"
@@ -88,7 +88,7 @@ const loadAverage = (): string =>
     .map((value) => value.toFixed(2))
     .join(" ")
 
-type StartError = TestkitError.TestkitError | RedisError | InvalidArgument
+type StartError = TestkitError.TestkitError | LockRedisError | InvalidArgument
 
 const program = Effect.gen(function* () {
   const argv = process.argv.slice(2)

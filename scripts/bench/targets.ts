@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
 import type { Backend } from "@sage/lock/LockBackend"
-import type { InvalidArgument, RedisError } from "@sage/lock/LockError"
+import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import {
   ClusterTopology,
@@ -41,7 +41,7 @@ export interface Deployment {
   readonly url: string | undefined
 }
 
-type StartError = TestkitError.TestkitError | RedisError | InvalidArgument
+type StartError = TestkitError.TestkitError | LockRedisError | InvalidArgument
 
 // No faults are injected, so failure detection is slowed down: a node stalled for a moment by a busy
 // 2-core machine must not start a failover in the middle of a measurement.
@@ -51,8 +51,11 @@ const nodeTimeoutMillis = 8_000
 /** Times every call into the recorder while it records; the wrapper costs well under a microsecond. */
 const instrument = (backend: Backend, recorder: Recorder): Backend => {
   const timed =
-    <A>(samples: Array<number>, run: (request: Parameters<Backend["acquire"]>[0]) => Effect.Effect<A, RedisError>) =>
-    (request: Parameters<Backend["acquire"]>[0]): Effect.Effect<A, RedisError> =>
+    <A>(
+      samples: Array<number>,
+      run: (request: Parameters<Backend["acquire"]>[0]) => Effect.Effect<A, LockRedisError>
+    ) =>
+    (request: Parameters<Backend["acquire"]>[0]): Effect.Effect<A, LockRedisError> =>
       Effect.suspend(() => {
         if (!recorder.recording) return run(request)
         const start = now()

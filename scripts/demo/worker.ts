@@ -53,7 +53,7 @@ const listenToParent = (): Promise<void> =>
 /** The lock's backend for the deployment the parent started (or REDIS_URL names). */
 const backendLayer = (
   connection: Connection
-): Layer.Layer<LockBackend.LockBackend, LockError.RedisError | LockError.InvalidArgument> => {
+): Layer.Layer<LockBackend.LockBackend, LockError.LockRedisError | LockError.InvalidArgument> => {
   switch (connection._tag) {
     case "standalone":
       return NodeRedisBackend.layer({ url: connection.url })
@@ -65,7 +65,7 @@ const backendLayer = (
 }
 
 /** What ends a worker early: the account's client, or a lock error that waiting again cannot fix. */
-type WorkerError = Account.AccountError | LockError.InvalidArgument | LockError.RedisError
+type WorkerError = Account.AccountError | LockError.InvalidArgument | LockError.LockRedisError
 
 /** The worker's whole life: connect, deposit `params.deposits` times, report `done`. */
 const run = (params: WorkerParams, started: Promise<void>) =>

@@ -54,9 +54,11 @@ pnpm exec publint --strict "$backend_tgz"
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
 pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
   --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
-pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./NodeRedisBackend
+pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./NodeRedisBackend ./EffectRedisBackend
 
-step "install the tarballs with effect@$effect_version and redis@$redis_version from the registry"
+# The backend over Effect's Redis service needs nothing from @effect/platform-node, but its examples
+# use NodeRedis.layer as an app would, so the consumer installs it at the effect version.
+step "install the tarballs with effect@$effect_version, redis@$redis_version and @effect/platform-node from the registry"
 app="$work/app"
 mkdir -p "$app"
 cp "$here/consumer/main.mjs" "$here/consumer/consumer.ts" "$here/consumer/tsconfig.nodenext.json" \
@@ -65,7 +67,8 @@ cat >"$app/package.json" <<JSON
 { "name": "sage-lock-consumer", "private": true, "type": "module" }
 JSON
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
-  "$lock_tgz" "$backend_tgz" "effect@$effect_version" "redis@$redis_version" "@types/node@$types_node_version")
+  "$lock_tgz" "$backend_tgz" "effect@$effect_version" "redis@$redis_version" \
+  "@effect/platform-node@$effect_version" "@types/node@$types_node_version")
 
 step "run a JavaScript program with plain node"
 (cd "$app" && node main.mjs)

@@ -15,7 +15,7 @@
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
-import type { LockLost, RedisError } from "./LockError.ts"
+import type { LockLost, LockRedisError } from "./LockError.ts"
 
 /**
  * What a held lease exposes. Every effect reads the lease's state when it runs, so a lease read after
@@ -51,13 +51,13 @@ export interface Handle {
    * Asks the server whether the lock key still holds this lease's token: one round trip, on the
    * key's master, within one second and never past the usable lease, not retried. Succeeds when it
    * does; fails with `LockLost` when it does not, or when the lease already ended (then without a
-   * round trip), and with `RedisError` when the server cannot answer.
+   * round trip), and with `LockRedisError` when the server cannot answer.
    *
    * **Details**
    * A "not held" answer is a loss, reported as a failed renewal would report it: the lease stops
    * renewing, the body of `withLock` is interrupted and the call fails with `LockLost`.
    */
-  readonly check: Effect.Effect<void, LockLost | RedisError>
+  readonly check: Effect.Effect<void, LockLost | LockRedisError>
   /**
    * Waits until the lease ends and fails with the `LockLost` that ended it (a loss, or
    * `reason: "released"` after a release). Never succeeds. Race it against work that must stop when

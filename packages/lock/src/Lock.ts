@@ -21,12 +21,14 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as KeyCodec from "./KeyCodec.ts"
 import type { Handle, Lease } from "./Lease.ts"
@@ -37,8 +39,9 @@ import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
 import { acquireScoped } from "./internal/scoped.ts"
-import { nowMillis } from "./internal/time.ts"
-import { makeSettings, positiveMillis, tryBudgetMillis } from "./internal/settings.ts"
+import { makeSettings, positiveMillisResult, tryBudgetMillis } from "./internal/settings.ts"
+import { monotonicMillis, nowMillis } from "./internal/time.ts"
+import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
 
 /**
  * Options of a lock client. Validated once, when the client or layer is built.
@@ -108,7 +111,7 @@ export interface LockClient<K> {
   /**
    * Waits for the lock, runs the body while renewing the lease, releases the lock, and returns the
    * body's result. Fails with `TimedOut` (body not run), `LockLost` (body interrupted, or found
-   * unprotected at release), `InvalidArgument` or a non-retryable `RedisError`.
+   * unprotected at release), `InvalidArgument` or a non-retryable `LockRedisError`.
    */
   readonly withLock: (
     key: K,
@@ -125,7 +128,7 @@ export interface LockClient<K> {
   /**
    * Waits for the lock as `withLock` does and holds it, renewed, until the scope closes; closing the
    * scope releases it (bounded to one second, uninterruptible). Fails with `TimedOut`,
-   * `InvalidArgument` or a non-retryable `RedisError` when the lock is not acquired, or `LockLost`
+   * `InvalidArgument` or a non-retryable `LockRedisError` when the lock is not acquired, or `LockLost`
    * when it is lost before the lease is handed over.
    *
    * **Details**
@@ -155,9 +158,6 @@ export interface LockClient<K> {
  * @since 0.1.0
  */
 export class Lock extends Context.Service<Lock, LockClient<string>>()("@sage/lock/Lock") {}
-
-// Spans of lock calls capture no call-site stack: that costs a stack trace per call.
-const noStackTrace = { captureStackTrace: false } as const
 
 /**
  * Builds a lock client for keys of type `K` over the `LockBackend` in context.
@@ -197,9 +197,10 @@ export const make: <K = string>(
     metrics: Metrics.make(settings.namespace),
     waiterId: Locked.newToken()
   }
-  const timedOutBehind = (key: string, startedAt: number) =>
-    Effect.flatMap(nowMillis, (now) =>
-      Effect.andThen(
+  const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined) =>
+    Effect.flatMap(nowMillis, (now) => {
+      annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": "busy", "lock.busy.in_process": true })
+      return Effect.andThen(
         shared.metrics.timedOutInProcess,
         new TimedOut({
           key,
@@ -209,53 +210,72 @@ export const make: <K = string>(
           reason: "busy"
         })
       )
-    )
+    })
   const client: LockClient<K> = {
     acquire: (key, callOptions) =>
       acquireScoped(client.withLock(key, callOptions), callOptions?.interruptOnLoss !== false),
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
     withLock: (key, callOptions) => (body) =>
-      Effect.flatMap(positiveMillis("waitTimeout", callOptions?.waitTimeout), (waitMillis) =>
-        Effect.flatMap(Locked.encodeKey(codec, settings.namespace, key), (redisKey) =>
-          Effect.flatMap(nowMillis, (startedAt) => {
-            const deadline = startedAt + waitMillis
-            return Effect.map(
-              shared.queue.withTurn(
-                redisKey,
-                "wait",
-                waitMillis,
-                (waitedBehind) =>
-                  Locked.runLocked(shared, { key: redisKey, startedAt, deadline, mode: "wait", waitedBehind }, body),
-                // Another fiber of this client held or waited for the key the whole time.
-                timedOutBehind(redisKey, startedAt)
-              ),
-              // "wait" mode never yields None: a busy lock is retried until TimedOut.
-              Option.getOrThrow
-            ).pipe(Effect.withSpan("Lock.withLock", { attributes: { "lock.key": redisKey } }, noStackTrace))
-          })
-        )
-      ),
-    tryWithLock: (key) => (body) =>
-      Effect.flatMap(Locked.encodeKey(codec, settings.namespace, key), (redisKey) =>
-        Effect.flatMap(nowMillis, (startedAt) =>
-          shared.queue
-            .withTurn(
-              redisKey,
-              "try",
-              0,
-              () =>
+      // One synchronous step validates, encodes and reads the clock: this runs on every call.
+      Effect.withFiber((fiber) => {
+        const waitMillis = positiveMillisResult("waitTimeout", callOptions?.waitTimeout)
+        if (Result.isFailure(waitMillis)) return Effect.fail(waitMillis.failure)
+        const redisKey = Locked.encodeKey(codec, settings.namespace, key)
+        if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
+        const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
+        const deadline = startedAt + waitMillis.success
+        return traced(fiber, "Lock.withLock", redisKey.success, (trace) =>
+          Effect.map(
+            shared.queue.withTurn(
+              redisKey.success,
+              "wait",
+              waitMillis.success,
+              (waitedBehind) =>
                 Locked.runLocked(
                   shared,
-                  { key: redisKey, startedAt, deadline: startedAt + tryBudget, mode: "try", waitedBehind: false },
+                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace },
                   body
                 ),
-              // Another fiber of this client holds or waits for the key: busy, counted as such.
-              Effect.as(shared.metrics.busyInProcess, Option.none())
-            )
-            .pipe(Effect.withSpan("Lock.tryWithLock", { attributes: { "lock.key": redisKey } }, noStackTrace))
+              // Another fiber of this client held or waited for the key the whole time.
+              timedOutBehind(redisKey.success, startedAt, trace)
+            ),
+            // "wait" mode never yields None: a busy lock is retried until TimedOut.
+            Option.getOrThrow
+          )
         )
-      )
+      }),
+    tryWithLock: (key) => (body) =>
+      Effect.withFiber((fiber) => {
+        const redisKey = Locked.encodeKey(codec, settings.namespace, key)
+        if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
+        const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
+        return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace) =>
+          shared.queue.withTurn(
+            redisKey.success,
+            "try",
+            0,
+            () =>
+              Locked.runLocked(
+                shared,
+                {
+                  key: redisKey.success,
+                  startedAt,
+                  deadline: startedAt + tryBudget,
+                  mode: "try",
+                  waitedBehind: false,
+                  trace
+                },
+                body
+              ),
+            // Another fiber of this client holds or waits for the key: busy, counted as such.
+            Effect.suspend(() => {
+              annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
+              return Effect.as(shared.metrics.busyInProcess, Option.none())
+            })
+          )
+        )
+      })
   }
   return client
 })

@@ -3,13 +3,13 @@
  *
  * The lock logic (deadlines, retries, renewal, loss detection) lives in `@sage/lock`; a backend only
  * runs atomic operations against one lock (acquire, renew, release, check) and classifies failures
- * into `RedisError`. Backends
+ * into `LockRedisError`. Backends
  * for node-redis live in `@sage/lock-node-redis`; `MemoryBackend.layer` is an in-process backend
  * for single-process programs and tests.
  *
  * A backend does not retry: it reports each failure once, with `retryable` and `mayHaveExecuted`
  * set, and the lock decides what to do within its own budget. A backend also keeps its own time
- * limits: every operation completes (with a retryable `RedisError` of kind `"timeout"` when it must)
+ * limits: every operation completes (with a retryable `LockRedisError` of kind `"timeout"` when it must)
  * within the request's `timeoutMillis`. The lock does not wrap each call in a timer of its own, so a
  * backend that ignores the limit stretches the caller's deadline.
  *
@@ -17,7 +17,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { RedisError } from "./LockError.ts"
+import type { LockRedisError } from "./LockError.ts"
 
 /**
  * What a backend is asked to do for one lock operation.
@@ -34,7 +34,7 @@ export interface LeaseRequest {
   readonly leaseMillis: number
   /**
    * How long the backend may spend on this operation, in milliseconds (always > 0). The backend must
-   * complete within it, failing with a retryable timeout `RedisError` when the server does not answer.
+   * complete within it, failing with a retryable timeout `LockRedisError` when the server does not answer.
    */
   readonly timeoutMillis: number
   /**
@@ -100,7 +100,7 @@ export type AcquireReply =
  * @category models
  * @since 0.2.0
  */
-export type RenewReply = boolean | RedisError
+export type RenewReply = boolean | LockRedisError
 
 /**
  * The shape every backend provides.
@@ -112,11 +112,11 @@ export interface Backend {
   /** A short description for logs and errors, e.g. `"node-redis standalone"`. */
   readonly description: string
   /** Set the key to the token with the lease when free or already ours. */
-  readonly acquire: (request: LeaseRequest) => Effect.Effect<AcquireReply, RedisError>
+  readonly acquire: (request: LeaseRequest) => Effect.Effect<AcquireReply, LockRedisError>
   /** Extend the lease when the key still holds the token; `false` when it does not. */
-  readonly renew: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  readonly renew: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
   /** Delete the key when it still holds the token; `false` when it did not. */
-  readonly release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  readonly release: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
   /**
    * Asks the deployment whether the key still holds the token (on the key's master, which replicated
    * deployments confirm with `ROLE`), changing nothing: `true` held, `false` gone or another owner's.
@@ -124,7 +124,7 @@ export interface Backend {
    *
    * @since 0.3.0
    */
-  readonly check: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  readonly check: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
   /**
    * Renews many leases in as few round trips as the deployment allows (one per node), with one
    * replica acknowledgement per node when asked. The replies are in the order of the requests; a

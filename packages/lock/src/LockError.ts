@@ -8,8 +8,13 @@
  * - `LockLost`: ownership ended while (or right after) the body ran; the body was interrupted, or it
  *   had completed but its lease was found gone at release.
  * - `InvalidArgument`: an option or key was rejected before any server was contacted.
- * - `RedisError`: the server or the connection failed in a way that retrying cannot fix
+ * - `LockRedisError`: the server or the connection failed in a way that retrying cannot fix
  *   (for example `NOPERM`, `WRONGPASS`, `OOM`), or a retryable failure surfaced through a backend.
+ *
+ * `LockRedisError` is not Effect's `RedisError` (`effect/persistence/Redis`, tag `"RedisError"`):
+ * that one carries only a `cause`, while the lock needs to know whether a failure is retryable and
+ * whether the command may have run. The distinct tag keeps `catchTag("RedisError")` (Effect's) and
+ * `catchTag("LockRedisError")` (the lock's) apart in an app that uses both.
  *
  * Body failures are never wrapped: the body's own `E` passes through untouched.
  *
@@ -134,10 +139,26 @@ export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("Inva
  *   non-retryable error; it fails the call with it.
  * - `mayHaveExecuted`: the command may have run on the server even though no reply arrived.
  *
+ * **Gotchas**
+ * The tag is `"LockRedisError"`, not `"RedisError"`: Effect's own `RedisError`
+ * (`effect/persistence/Redis`, e.g. from `NodeRedis.layer`) keeps that tag, and the two never mix.
+ * A backend over Effect's `Redis` service wraps Effect's error as this one's `cause`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Lock } from "@sage/lock"
+ *
+ * const job = Effect.log("working").pipe(
+ *   Lock.withLock("nightly", { waitTimeout: "2 seconds" }),
+ *   Effect.catchTag("LockRedisError", (e) => Effect.logError(`redis refused: ${e.code}`))
+ * )
+ * ```
+ *
  * @category errors
- * @since 0.1.0
+ * @since 0.2.0
  */
-export class RedisError extends Schema.TaggedError<RedisError>()("RedisError", {
+export class LockRedisError extends Schema.TaggedError<LockRedisError>()("LockRedisError", {
   command: Schema.String,
   kind: Schema.Literals(["connection", "timeout", "server"]),
   code: Schema.String,
@@ -152,9 +173,28 @@ export class RedisError extends Schema.TaggedError<RedisError>()("RedisError", {
 }
 
 /**
+ * The former name of `LockRedisError`, kept so existing imports compile; its tag is
+ * `"LockRedisError"` too.
+ *
+ * @deprecated Use `LockRedisError`.
+ * @category errors
+ * @since 0.1.0
+ */
+export const RedisError: typeof LockRedisError = LockRedisError
+
+/**
+ * The former name of `LockRedisError`.
+ *
+ * @deprecated Use `LockRedisError`.
+ * @category errors
+ * @since 0.1.0
+ */
+export type RedisError = LockRedisError
+
+/**
  * Everything `withLock` can add to the body's own error type.
  *
  * @category errors
  * @since 0.1.0
  */
-export type LockError = TimedOut | LockLost | InvalidArgument | RedisError
+export type LockError = TimedOut | LockLost | InvalidArgument | LockRedisError

@@ -1,34 +1,43 @@
 /**
  * The metrics every lock client records, through Effect's `Metric` registry. Export them with the
- * `effect/observability` modules (Prometheus, OTLP) like any other Effect metric.
+ * `effect/observability` modules (OTLP, Prometheus) like any other Effect metric; see
+ * `docs/observability.md`.
+ *
+ * Names follow OpenTelemetry's conventions: dotted, durations in seconds, the unit in the metric's
+ * `unit` attribute (which Effect's OTLP exporter reads). Prometheus shows them with underscores
+ * (`sage_lock_acquisitions`).
  *
  * Attributes: `namespace` on all three; `outcome` on acquisitions (`acquired`, `busy` for a
- * `tryWithLock` that found the lock taken, `timed_out`, `lost`, `error`); `phase` on losses
- * (`acquire`, `renew`, `release`).
+ * `tryWithLock` that found the lock taken, by another process or by another fiber of the same
+ * client, `timed_out` also when the whole wait was behind another fiber of the client, `lost`,
+ * `error`); `phase` on losses (`acquire`, `renew`, `release`).
  *
  * @since 0.1.0
  */
-import type * as Duration from "effect/Duration"
 import * as Metric from "effect/Metric"
 
 /**
- * Acquisition attempts by outcome (one per `withLock`/`tryWithLock` call that reached the server).
+ * Lock calls by outcome: one per `withLock`/`tryWithLock` call that got past argument validation.
  *
  * @category metrics
  * @since 0.1.0
  */
-export const acquisitions: Metric.Counter<number> = Metric.counter("sage_lock_acquisitions_total", {
-  description: "lock acquisitions by outcome"
+export const acquisitions: Metric.Counter<number> = Metric.counter("sage.lock.acquisitions", {
+  description: "lock calls by outcome",
+  attributes: { unit: "{acquisition}" }
 })
 
 /**
- * How long callers waited for the locks they got, from the call to the body's start.
+ * How long callers waited for the locks they got, from the call to the body's start, in seconds.
+ * Buckets from 0.5 ms doubling to about 65 s.
  *
  * @category metrics
  * @since 0.1.0
  */
-export const waitTime: Metric.Histogram<Duration.Duration> = Metric.timer("sage_lock_wait_duration", {
-  description: "time from the call to the body's start, for acquired locks"
+export const waitTime: Metric.Histogram<number> = Metric.histogram("sage.lock.wait.duration", {
+  description: "time from the call to the body's start, for acquired locks",
+  attributes: { unit: "s" },
+  boundaries: Metric.exponentialBoundaries({ start: 0.0005, factor: 2, count: 18 })
 })
 
 /**
@@ -37,6 +46,7 @@ export const waitTime: Metric.Histogram<Duration.Duration> = Metric.timer("sage_
  * @category metrics
  * @since 0.1.0
  */
-export const lost: Metric.Counter<number> = Metric.counter("sage_lock_lost_total", {
-  description: "locks lost while held or before the body started"
+export const lost: Metric.Counter<number> = Metric.counter("sage.lock.lost", {
+  description: "locks lost while held or before the body started",
+  attributes: { unit: "{lock}" }
 })

@@ -4,7 +4,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { type AcquireReply, type Backend, type LeaseRequest, LockBackend, type RenewReply } from "../src/LockBackend.ts"
-import { RedisError } from "../src/LockError.ts"
+import { LockRedisError } from "../src/LockError.ts"
 
 export interface Calls {
   readonly acquire: Array<LeaseRequest>
@@ -15,12 +15,12 @@ export interface Calls {
 }
 
 /** A backend keeps its own time limit (the `LockBackend` contract): a hung reply becomes a timeout. */
-const within = <A>(request: LeaseRequest, effect: Effect.Effect<A, RedisError>): Effect.Effect<A, RedisError> =>
+const within = <A>(request: LeaseRequest, effect: Effect.Effect<A, LockRedisError>): Effect.Effect<A, LockRedisError> =>
   Effect.timeoutOrElse(effect, {
     duration: request.timeoutMillis,
     orElse: () =>
       Effect.fail(
-        new RedisError({
+        new LockRedisError({
           command: "test",
           kind: "timeout",
           code: "TIMEOUT",
@@ -33,10 +33,10 @@ const within = <A>(request: LeaseRequest, effect: Effect.Effect<A, RedisError>):
 
 export const scripted = (
   handlers: Partial<{
-    acquire: (request: LeaseRequest, attempt: number) => Effect.Effect<AcquireReply, RedisError>
-    renew: (request: LeaseRequest, attempt: number) => Effect.Effect<boolean, RedisError>
-    release: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
-    check: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+    acquire: (request: LeaseRequest, attempt: number) => Effect.Effect<AcquireReply, LockRedisError>
+    renew: (request: LeaseRequest, attempt: number) => Effect.Effect<boolean, LockRedisError>
+    release: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
+    check: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
     renewAll: (requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>
   }>
 ): { readonly layer: Layer.Layer<LockBackend>; readonly calls: Calls } => {
@@ -75,8 +75,8 @@ export const scripted = (
   return { layer: Layer.succeed(LockBackend, backend), calls }
 }
 
-export const temporary = (code = "LOADING"): RedisError =>
-  new RedisError({
+export const temporary = (code = "LOADING"): LockRedisError =>
+  new LockRedisError({
     command: "test",
     kind: "server",
     code,

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { TestClock } from "effect/testing"
 import * as Lock from "../src/Lock.ts"
-import { RedisError } from "../src/LockError.ts"
+import { LockRedisError } from "../src/LockError.ts"
 import { nextDelay } from "../src/internal/backoff.ts"
 import { usableLeaseMillis } from "../src/internal/settings.ts"
 import { busy, scripted, temporary } from "./fakeBackend.ts"
@@ -128,7 +128,7 @@ describe("renewal and the usable lease", () => {
 
   it.effect("a non-retryable renewal failure is LockLost carrying the cause, and the body is interrupted", () =>
     Effect.gen(function* () {
-      const fatal = new RedisError({
+      const fatal = new LockRedisError({
         command: "renew",
         kind: "server",
         code: "NOPERM",

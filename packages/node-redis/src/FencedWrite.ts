@@ -7,13 +7,13 @@
  * even though its write reaches the server after the lock has moved on. Data kept elsewhere (SQL,
  * an HTTP service) needs the same check there: see `docs/fencing.md`.
  *
- * It does not lock anything and does not retry: a `RedisError` says the write may or may not have
+ * It does not lock anything and does not retry: a `LockRedisError` says the write may or may not have
  * been applied (`mayHaveExecuted`).
  *
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
-import type { RedisError } from "@sage/lock/LockError"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { type CommandClient, runScript, sendWithin, unexpected } from "./internal/commands.ts"
 import * as Scripts from "./internal/scripts.ts"
 
@@ -85,7 +85,7 @@ const written: SetResult = { _tag: "Written" }
  * @category writes
  * @since 0.3.0
  */
-export const set = (client: Client, options: SetOptions): Effect.Effect<SetResult, RedisError> =>
+export const set = (client: Client, options: SetOptions): Effect.Effect<SetResult, LockRedisError> =>
   Effect.flatMap(
     runScript(
       (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),

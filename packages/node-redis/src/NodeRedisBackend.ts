@@ -27,13 +27,14 @@ import * as Redacted from "effect/Redacted"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
-import { InvalidArgument, type RedisError } from "@sage/lock/LockError"
+import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import type { RedisClientOptions, RedisClusterOptions } from "redis"
 import * as Address from "./internal/address.ts"
 import * as ClusterTopology from "./internal/cluster.ts"
 import * as Pool from "./internal/pool.ts"
 import { makeBackend } from "./internal/replicated.ts"
 import * as SentinelTopology from "./internal/sentinel.ts"
+import * as SharedSentinelTopology from "./internal/sharedSentinel.ts"
 import * as Standalone from "./internal/standalone.ts"
 
 /**
@@ -131,7 +132,7 @@ const validate = (
  */
 export const make = (
   options: Options = {}
-): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout } = yield* validate(options)
     const { dedicatedPool: _pool, connectTimeoutMillis: _timeout, ...clientOptions } = options
@@ -192,6 +193,202 @@ export const layerFromClient = (client: SharedClient): Layer.Layer<LockBackend.L
   Layer.effect(LockBackend.LockBackend, fromClient(client))
 
 /**
+ * A node-redis Sentinel client the application owns (what `createSentinel` returns, connected), as
+ * accepted by `fromSentinel`/`layerFromSentinel`: the lock reads its master and replicas and uses
+ * its pub/sub.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type SharedSentinel = SharedSentinelTopology.SentinelClient
+
+/**
+ * Options of the backend over a shared Sentinel client.
+ *
+ * @category options
+ * @since 0.2.0
+ */
+export interface SharedSentinelOptions {
+  /**
+   * Options for the lock's dedicated connections to the master (auth, TLS): give the
+   * `nodeClientOptions` the client was created with (node-redis does not expose them). Default none.
+   */
+  readonly nodeClientOptions?: RedisClientOptions | undefined
+  /** The lock's dedicated connections to the master: `maxConnections` (default 10). */
+  readonly dedicatedPool?: { readonly maxConnections?: number | undefined } | undefined
+}
+
+/**
+ * The Sentinel backend over a Sentinel client the application owns and has connected. The lock
+ * takes the master's address from it (the client follows failovers) and receives wake-ups on its
+ * pub/sub connection; it never closes the client, and drops its own subscriptions when its scope
+ * closes.
+ *
+ * **Details**
+ * Acquire and renew still run the script, `ROLE` and `WAIT` on the lock's own dedicated
+ * connections to that master (pool per node, default 10): `WAIT` only counts writes made on its
+ * own connection, and holding one of the client's master connections (`sentinel.acquire()`, a pool
+ * of `masterPoolSize`, default 1) through a `WAIT` would stall the application's commands. The lock
+ * opens no connection to any sentinel.
+ *
+ * **Gotchas**
+ * - Created with `replicaPoolSize: 0` (node-redis's default), the client knows no replicas, so
+ *   acknowledgement waits for every replica the master itself lists (`ROLE`): a frozen replica that
+ *   the master has not dropped yet (its `repl-timeout`) delays acknowledgement until then. With
+ *   `replicaPoolSize` above 0, replicas without a ready connection are not waited for.
+ * - A failover reaches the lock when it reaches the client (node-redis listens to the sentinels'
+ *   events); the lock cannot make the client re-read sooner.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Lock } from "@sage/lock"
+ * import { NodeRedisBackend } from "@sage/lock-node-redis"
+ * import { createSentinel } from "redis"
+ *
+ * const program = Effect.gen(function* () {
+ *   const sentinel = yield* Effect.promise(() =>
+ *     createSentinel({ name: "mymaster", sentinelRootNodes: [{ host: "10.0.0.5", port: 26379 }] }).connect()
+ *   )
+ *   const LockLive = Lock.layer().pipe(Layer.provide(NodeRedisBackend.layerFromSentinel(sentinel)))
+ *   yield* Lock.withLock("report", { waitTimeout: "1 second" })(Effect.log("one at a time")).pipe(
+ *     Effect.provide(LockLive)
+ *   )
+ * })
+ * ```
+ *
+ * @category constructors
+ * @since 0.2.0
+ */
+export const fromSentinel = (
+  sentinel: SharedSentinel,
+  options: SharedSentinelOptions = {}
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { maxConnections } = yield* validate(options)
+    if (!sentinel.isOpen) {
+      return yield* invalid("sentinel", "not connected", "connect the client before building the lock on it")
+    }
+    const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
+    return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, { sharedSubscriber: true })
+  })
+
+/**
+ * The `LockBackend` over a Sentinel client the application owns (see `fromSentinel`).
+ *
+ * @category layers
+ * @since 0.2.0
+ */
+export const layerFromSentinel = (
+  sentinel: SharedSentinel,
+  options?: SharedSentinelOptions
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+  Layer.effect(LockBackend.LockBackend, fromSentinel(sentinel, options))
+
+/**
+ * A node-redis Cluster client the application owns (what `createCluster` returns, connected), as
+ * accepted by `fromCluster`/`layerFromCluster`: the lock reads its slot map, its connection options
+ * and uses its sharded pub/sub.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface SharedCluster extends ClusterTopology.ClusterClient {
+  readonly isOpen: boolean
+  /** The client's own options; the lock's dedicated connections reuse `defaults` and `nodeAddressMap`. */
+  readonly _options?: { readonly defaults?: object | undefined; readonly nodeAddressMap?: unknown } | undefined
+}
+
+/**
+ * Options of the backend over a shared Cluster client.
+ *
+ * @category options
+ * @since 0.2.0
+ */
+export interface SharedClusterOptions {
+  /** Options for the lock's dedicated node connections (auth, TLS). Default: the client's `defaults`. */
+  readonly defaults?: RedisClusterOptions["defaults"] | undefined
+  /** Announced address to reachable address. Default: the client's `nodeAddressMap`. */
+  readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
+  /** The lock's dedicated connections per master: `maxConnections` (default 10). */
+  readonly dedicatedPool?: { readonly maxConnections?: number | undefined } | undefined
+}
+
+/**
+ * The Cluster backend over a Cluster client the application owns and has connected. The lock
+ * routes by the client's slot map (which follows `MOVED` and failovers), asks it to re-read the map
+ * after a redirect, and receives wake-ups on its sharded pub/sub; it never closes the client, and
+ * drops its own subscriptions when its scope closes.
+ *
+ * **Details**
+ * Acquire and renew run the script, `ROLE` and `WAIT` on the lock's own dedicated connections to
+ * each slot's master (pool per node, default 10), connected with the client's `defaults` and
+ * `nodeAddressMap`: `WAIT` only counts writes made on its own connection, and on the client's
+ * per-node connection it would block the application's commands to that node.
+ *
+ * **Gotchas**
+ * Without `useReplicas: true` the client's slot map lists no replicas, so acknowledgement waits for
+ * every replica the master itself lists (`ROLE`): a frozen replica the master has not dropped yet
+ * delays acknowledgement until then. With `useReplicas: true` (which also lets the client read from
+ * replicas) replicas the cluster marked failed are not waited for.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Lock } from "@sage/lock"
+ * import { NodeRedisBackend } from "@sage/lock-node-redis"
+ * import { createCluster } from "redis"
+ *
+ * const program = Effect.gen(function* () {
+ *   const cluster = yield* Effect.promise(() => createCluster({ rootNodes: [{ url: "redis://10.0.0.7:7000" }] }).connect())
+ *   const LockLive = Lock.layer().pipe(Layer.provide(NodeRedisBackend.layerFromCluster(cluster)))
+ *   yield* Lock.withLock("report", { waitTimeout: "1 second" })(Effect.log("one at a time")).pipe(
+ *     Effect.provide(LockLive)
+ *   )
+ * })
+ * ```
+ *
+ * @category constructors
+ * @since 0.2.0
+ */
+export const fromCluster = (
+  cluster: SharedCluster,
+  options: SharedClusterOptions = {}
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { maxConnections } = yield* validate(options)
+    if (!cluster.isOpen) {
+      return yield* invalid("cluster", "not connected", "connect the client before building the lock on it")
+    }
+    const own = cluster._options
+    const pool = yield* Pool.make({
+      maxConnections,
+      clientOptions: (options.defaults ?? own?.defaults ?? {}) as RedisClientOptions,
+      resolve: ClusterTopology.addressMapper(
+        options.nodeAddressMap ?? (own?.nodeAddressMap as RedisClusterOptions["nodeAddressMap"])
+      )
+    })
+    return yield* makeBackend(
+      ClusterTopology.topology(cluster, "node-redis cluster (shared client)"),
+      pool,
+      undefined,
+      { sharedSubscriber: true }
+    )
+  })
+
+/**
+ * The `LockBackend` over a Cluster client the application owns (see `fromCluster`).
+ *
+ * @category layers
+ * @since 0.2.0
+ */
+export const layerFromCluster = (
+  cluster: SharedCluster,
+  options?: SharedClusterOptions
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+  Layer.effect(LockBackend.LockBackend, fromCluster(cluster, options))
+
+/**
  * Connects to a Sentinel-managed master and returns the backend; it follows failovers.
  *
  * @category constructors
@@ -199,7 +396,7 @@ export const layerFromClient = (client: SharedClient): Layer.Layer<LockBackend.L
  */
 export const makeSentinel = (
   options: SentinelOptions
-): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (typeof options.name !== "string" || options.name.length === 0) {
@@ -233,7 +430,7 @@ export const makeSentinel = (
  */
 export const makeCluster = (
   options: ClusterOptions
-): Effect.Effect<LockBackend.Backend, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
@@ -272,7 +469,7 @@ export const makeCluster = (
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, make(options))
 
 /**
@@ -294,7 +491,7 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, R
  */
 export const layerSentinel = (
   options: SentinelOptions
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, makeSentinel(options))
 
 /**
@@ -316,7 +513,7 @@ export const layerSentinel = (
  */
 export const layerCluster = (
   options: ClusterOptions
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, makeCluster(options))
 
 /**
@@ -368,7 +565,7 @@ const pool = (config: ConfigAuth) =>
  */
 export const layerConfig = (
   options: Config.Wrap<ConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
     Effect.flatMap(Config.unwrap(options), (config) => make({ url: config.url, ...auth(config), ...pool(config) }))
@@ -400,7 +597,7 @@ const commaList = (list: string): Array<string> =>
  */
 export const layerSentinelConfig = (
   options: Config.Wrap<SentinelConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
     Effect.gen(function* () {
@@ -433,7 +630,7 @@ export interface ClusterConfigOptions extends ConfigAuth {
  */
 export const layerClusterConfig = (
   options: Config.Wrap<ClusterConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, RedisError | InvalidArgument | Config.ConfigError> =>
+): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
     Effect.gen(function* () {

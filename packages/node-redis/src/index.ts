@@ -7,5 +7,8 @@
 /** @since 0.1.0 */
 export * as NodeRedisBackend from "./NodeRedisBackend.ts"
 
+/** @since 0.2.0 */
+export * as EffectRedisBackend from "./EffectRedisBackend.ts"
+
 /** @since 0.3.0 */
 export * as FencedWrite from "./FencedWrite.ts"

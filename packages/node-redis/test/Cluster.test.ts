@@ -47,8 +47,8 @@ describe(`cluster on ${flavor}`, () => {
       const start = Date.now()
       const error = yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "5 seconds" }), Effect.flip)
       assert.isBelow(Date.now() - start, 1_500, "not an endless wait for replicas that do not exist")
-      assert.strictEqual(error._tag, "RedisError")
-      if (error._tag === "RedisError") {
+      assert.strictEqual(error._tag, "LockRedisError")
+      if (error._tag === "LockRedisError") {
         assert.strictEqual(error.code, "NO_REPLICAS")
         assert.include(error.reply, "replicaAcknowledgement: false")
       }

@@ -95,8 +95,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const lock = yield* lockOn(url)
         const start = Date.now()
         const error = yield* Effect.void.pipe(lock.withLock("acl", { waitTimeout: "5 seconds" }), Effect.flip)
-        assert.strictEqual(error._tag, "RedisError")
-        if (error._tag === "RedisError") {
+        assert.strictEqual(error._tag, "LockRedisError")
+        if (error._tag === "LockRedisError") {
           assert.strictEqual(error.code, "NOPERM")
           assert.include(error.reply.toLowerCase(), "evalsha")
           assert.isFalse(error.retryable)
@@ -109,8 +109,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
         const error = yield* Effect.flip(lockOn(server.url.replace("redis://", "redis://nobody:wrong@")))
-        assert.strictEqual(error._tag, "RedisError")
-        if (error._tag === "RedisError") assert.strictEqual(error.code, "WRONGPASS")
+        assert.strictEqual(error._tag, "LockRedisError")
+        if (error._tag === "LockRedisError") assert.strictEqual(error.code, "WRONGPASS")
       })
     )
 

@@ -77,8 +77,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const guarded = yield* clientOn(replicated)
         const start = Date.now()
         const error = yield* Effect.void.pipe(guarded.withLock("k", { waitTimeout: "5 seconds" }), Effect.flip)
-        assert.strictEqual(error._tag, "RedisError")
-        if (error._tag === "RedisError") {
+        assert.strictEqual(error._tag, "LockRedisError")
+        if (error._tag === "LockRedisError") {
           assert.strictEqual(error.code, "NOPERM")
           assert.include(error.reply.toLowerCase(), "wait")
         }

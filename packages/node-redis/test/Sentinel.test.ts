@@ -69,7 +69,7 @@ describe(`sentinel client on ${flavor} with stalled peers`, () => {
         })
       ).pipe(Effect.flip, Effect.timeout("10 seconds"))
       assert.isBelow(Date.now() - start, 2_500)
-      assert.strictEqual(error._tag, "RedisError")
+      assert.strictEqual(error._tag, "LockRedisError")
     })
   )
 

@@ -12,7 +12,13 @@ import type { Pool } from "../src/internal/pool.ts"
 import { makeBackend, type Topology } from "../src/internal/replicated.ts"
 import * as Scripts from "../src/internal/scripts.ts"
 
-const scripted = (options: { role: unknown; viewSaysMaster: boolean; viewReplicas: number }) => {
+const scripted = (options: {
+  role: unknown
+  viewSaysMaster: boolean
+  viewReplicas: number | undefined
+  /** How many replicas acknowledge a write (WAIT answers at most this many); all it asks by default. */
+  acks?: number
+}) => {
   const sent: Array<ReadonlyArray<string>> = []
   const pool: Pool = {
     openConnections: () => 1,
@@ -23,7 +29,7 @@ const scripted = (options: { role: unknown; viewSaysMaster: boolean; viewReplica
           Effect.sync(() => {
             sent.push(args)
             if (args[0] === "ROLE") return options.role
-            if (args[0] === "WAIT") return Number(args[1])
+            if (args[0] === "WAIT") return Math.min(Number(args[1]), options.acks ?? Infinity)
             if (args[1] === Scripts.acquire.sha1) return [1, 1]
             return 1
           })
@@ -39,6 +45,9 @@ const scripted = (options: { role: unknown; viewSaysMaster: boolean; viewReplica
   }
   return { backend: makeBackend(topology, pool), sent }
 }
+
+/** A ROLE reply's list of `n` connected replicas. */
+const replicas = (n: number) => Array.from({ length: n }, (_, i) => [`10.0.1.${i}`, "6379", "0"])
 
 const lockOn = (backend: LockBackend["Service"]) =>
   Lock.make({ namespace: "t", leaseDuration: "5 seconds" }).pipe(Effect.provideService(LockBackend, backend))
@@ -70,45 +79,70 @@ describe("replicated write checks", () => {
           sent.some((args) => args[1] === Scripts.release.sha1),
           "the key written on the wrong node is released"
         )
-        assert.isFalse(
-          sent.some((args) => args[0] === "WAIT"),
-          "no WAIT on a node that is not the master"
-        )
+        // The WAIT sent with the script (before ROLE answered) is the only one: nothing waits for
+        // replicas of a node that is not the master.
+        assert.isAtMost(sent.filter((args) => args[0] === "WAIT").length, 1, "no WAIT after the role check")
       })
     )
   }
 
-  it.effect("WAIT asks for the replicas both the view and ROLE list, and at least one", () =>
+  // Live clock: an unacknowledged attempt is retried after a real backoff until the wait runs out.
+  it.live("acknowledgement needs the replicas both the view (when it has a list) and ROLE list, and at least one", () =>
     Effect.gen(function* () {
       const cases = [
-        { view: 2, role: [["a", "1", "0"]], expected: "1" },
-        {
-          view: 1,
-          role: [
-            ["a", "1", "0"],
-            ["b", "2", "0"]
-          ],
-          expected: "1"
-        },
-        {
-          view: 2,
-          role: [
-            ["a", "1", "0"],
-            ["b", "2", "0"]
-          ],
-          expected: "2"
-        },
-        { view: 2, role: [], expected: "1" },
-        { view: 0, role: [["a", "1", "0"]], expected: "1" }
+        { view: 2, role: 1, acks: 1, acquired: true },
+        { view: 1, role: 2, acks: 1, acquired: true },
+        { view: 2, role: 2, acks: 2, acquired: true },
+        // The early WAIT got one of two: a second WAIT asks for both, and the write is not acknowledged.
+        { view: 2, role: 2, acks: 1, acquired: false },
+        // A master listing no replica never passes with WAIT 0.
+        { view: 2, role: 0, acks: 0, acquired: false },
+        // The view knows no replica: no early WAIT; ROLE lists one, which must acknowledge.
+        { view: 0, role: 1, acks: 1, acquired: true },
+        // A shared client that keeps no replica list: every replica the master lists, at least one.
+        { view: undefined, role: 2, acks: 2, acquired: true },
+        { view: undefined, role: 2, acks: 1, acquired: false },
+        // ...and a master listing none is retried until the budget ends (TimedOut), not NO_REPLICAS.
+        { view: undefined, role: 0, acks: 0, acquired: false }
       ]
-      for (const { view, role, expected } of cases) {
-        const { backend, sent } = scripted({ role: ["master", 10, role], viewSaysMaster: true, viewReplicas: view })
+      for (const { view, role, acks, acquired } of cases) {
+        const label = JSON.stringify({ view, role, acks })
+        const { backend, sent } = scripted({
+          role: ["master", 10, replicas(role)],
+          viewSaysMaster: true,
+          viewReplicas: view,
+          acks
+        })
         const lock = yield* lockOn(yield* backend)
-        yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "1 second" }), Effect.ignore)
-        const wait = sent.find((args) => args[0] === "WAIT")
-        assert.strictEqual(wait?.[1], expected, JSON.stringify({ view, role }))
-        assert.isAbove(Number(wait?.[2]), 0, "never WAIT n 0")
+        const result = yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "300 millis" }), Effect.result)
+        assert.strictEqual(Result.isSuccess(result), acquired, label)
+        if (!acquired) {
+          assert.isTrue(Result.isFailure(result) && result.failure._tag === "TimedOut", label)
+          const wanted = String(Math.max(1, view === undefined ? role : Math.min(view, role)))
+          assert.isTrue(
+            sent.some((args) => args[0] === "WAIT" && args[1] === wanted),
+            `${label}: a WAIT asked for ${wanted}`
+          )
+        }
+        const waits = sent.filter((args) => args[0] === "WAIT")
+        assert.isAbove(waits.length, 0, label)
+        for (const wait of waits) assert.isAbove(Number(wait[2]), 0, `${label}: never WAIT n 0`)
       }
+    })
+  )
+
+  it.effect("the early WAIT asks for as many replicas as the master listed last time", () =>
+    Effect.gen(function* () {
+      const { backend, sent } = scripted({
+        role: ["master", 10, [["10.0.1.1", "6379", "0"]]],
+        viewSaysMaster: true,
+        viewReplicas: 3
+      })
+      const lock = yield* lockOn(yield* backend)
+      yield* lock.withLock("a", { waitTimeout: "1 second" })(Effect.void)
+      yield* lock.withLock("b", { waitTimeout: "1 second" })(Effect.void)
+      const waits = sent.filter((args) => args[0] === "WAIT").map((args) => args[1])
+      assert.deepStrictEqual(waits, ["3", "1"])
     })
   )
 

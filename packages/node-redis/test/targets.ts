@@ -6,7 +6,7 @@ import * as Layer from "effect/Layer"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ClusterTopology, RedisServer, SentinelTopology, type ServerBinary } from "@sage/lock-testkit"
 import { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
-import { createClient } from "redis"
+import { createClient, createCluster, createSentinel } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 /** The contract's view of a deployment, given how to find the node that owns a key. */
@@ -124,6 +124,53 @@ export const clusterTarget = (
         ...options
       })
       const control = controlVia(`${flavor} cluster`, (key) => Effect.orDie(topology.masterFor(key)))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+    })
+  )
+
+/**
+ * A Sentinel topology as `sentinelTarget`, and the backend over a Sentinel client the test owns (as
+ * an application would, with node-redis's defaults: no replica connections, so acknowledgement
+ * counts the replicas the master lists).
+ */
+export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl, unknown> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
+      const sentinel = yield* Effect.acquireRelease(
+        Effect.promise(() => {
+          const owned = createSentinel({ name: topology.masterName, sentinelRootNodes: topology.sentinelNodes })
+          owned.on("error", () => {})
+          return owned.connect()
+        }),
+        (owned) => Effect.promise(() => owned.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
+      )
+      const backend = yield* NodeRedisBackend.fromSentinel(sentinel)
+      const control = controlVia(`${flavor} sentinel (shared client)`, () => Effect.orDie(topology.master()))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+    })
+  )
+
+/**
+ * A Cluster as `clusterTarget`, and the backend over a Cluster client the test owns (node-redis's
+ * defaults: no `useReplicas`, so acknowledgement counts the replicas each master lists).
+ */
+export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl, unknown> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
+      const cluster = yield* Effect.acquireRelease(
+        Effect.promise(() => {
+          const owned = createCluster({
+            rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+          })
+          owned.on("error", () => {})
+          return owned.connect()
+        }),
+        (owned) => Effect.promise(() => owned.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
+      )
+      const backend = yield* NodeRedisBackend.fromCluster(cluster)
+      const control = controlVia(`${flavor} cluster (shared client)`, (key) => Effect.orDie(topology.masterFor(key)))
       return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
     })
   )

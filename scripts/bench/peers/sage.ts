@@ -16,13 +16,13 @@ import type { AcquisitionRecord, Result, Workload } from "./protocol.ts"
 import * as Requests from "./requests.ts"
 
 /** What ends a run: a failure that waiting again cannot fix. */
-type LockFailure = LockError.RedisError | LockError.InvalidArgument
+type LockFailure = LockError.LockRedisError | LockError.InvalidArgument
 
 type Client = Lock.LockClient<string>
 
 const uncontendedWait = "20 seconds"
 
-/** A locked call's outcome; other failures (RedisError, InvalidArgument) fail the run. */
+/** A locked call's outcome; other failures (LockRedisError, InvalidArgument) fail the run. */
 const settle = <R>(call: Effect.Effect<void, LockError.LockError, R>): Effect.Effect<Outcome, LockFailure, R> =>
   call.pipe(
     Effect.as<Outcome>("ok"),

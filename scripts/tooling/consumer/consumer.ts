@@ -7,7 +7,7 @@ import type { LockBackend } from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
 import { FencedWrite, NodeRedisBackend } from "@sage/lock-node-redis"
 
-const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.RedisError> = Lock.layer({
+const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.LockRedisError> = Lock.layer({
   leaseDuration: "10 seconds",
   namespace: "consumer"
 }).pipe(Layer.provide(NodeRedisBackend.layer({ url: "rediss://127.0.0.1:6380", socket: { tls: true } })))
@@ -18,11 +18,14 @@ const FromEnv = Lock.layerConfig({
 
 const backendOnly: Layer.Layer<LockBackend> = MemoryBackend.layer
 
-const guarded: Effect.Effect<string, LockError.InvalidArgument | LockError.RedisError | LockError.LockLost, Lock.Lock> =
-  Effect.succeed("done").pipe(
-    Lock.withLock("account:42", { waitTimeout: "2 seconds" }),
-    Effect.catchTag("TimedOut", (e) => Effect.succeed(`busy after ${e.waitedMillis} ms`))
-  )
+const guarded: Effect.Effect<
+  string,
+  LockError.InvalidArgument | LockError.LockRedisError | LockError.LockLost,
+  Lock.Lock
+> = Effect.succeed("done").pipe(
+  Lock.withLock("account:42", { waitTimeout: "2 seconds" }),
+  Effect.catchTag("TimedOut", (e) => Effect.succeed(`busy after ${e.waitedMillis} ms`))
+)
 
 const maybe: Effect.Effect<Option.Option<number>, unknown, Lock.Lock> = Effect.succeed(1).pipe(
   LockModule.tryWithLock("cron")
@@ -41,7 +44,7 @@ const leader: Effect.Effect<number, LockError.LockError, Lock.Lock> = Effect.sco
   Effect.map(Lock.acquire("leader", { waitTimeout: "1 second" }), (lease: Handle) => lease.fencingToken)
 )
 declare const redis: FencedWrite.Client
-const fencedWrite: Effect.Effect<FencedWrite.SetResult, LockError.RedisError> = FencedWrite.set(redis, {
+const fencedWrite: Effect.Effect<FencedWrite.SetResult, LockError.LockRedisError> = FencedWrite.set(redis, {
   key: "{account:42}:balance",
   value: "110",
   fencingToken: 1

@@ -5,15 +5,19 @@
 // have executed) leaves the lock "uncertain": the next attempt settles it (the acquire script is
 // idempotent for our own token), and if none does, a bounded release runs before the call returns,
 // so nothing is left held beyond its lease.
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { Backend, LeaseRequest } from "../LockBackend.ts"
-import { LockLost, type RedisError, TimedOut } from "../LockError.ts"
+import type { AcquireReply, Backend, LeaseRequest } from "../LockBackend.ts"
+import { LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
 import { releaseTimeoutMillis, type Settings } from "./settings.ts"
-import { nowMillis } from "./time.ts"
+import { monotonicMillis, withNow } from "./time.ts"
+import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** A lock the caller holds: where, with which token, and when the request that granted it was sent. */
 export interface HeldLease {
@@ -47,6 +51,10 @@ export interface AcquireParams {
   readonly waiterId?: string | undefined
   /** Whether another fiber of the client waits for this key (it inherits the server registration). */
   readonly hasSuccessor: () => boolean
+  /** The call's span, when traced: attempts and waits are recorded on it. */
+  readonly trace?: CallTrace | undefined
+  /** Told how the acquisition ended, and when (monotonic ms), in the caller's fiber context (metrics). */
+  readonly settled?: (context: Context.Context<never>, exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
 }
 
 /** Backoff while waiting for a busy lock: 10 ms doubling up to 1 s (or a fifth of the lease). */
@@ -67,13 +75,13 @@ const registrationMillis = (policy: BackoffPolicy): number => 2 * policy.capMill
  * Attempts until acquired, busy (`try`), the deadline, or a permanent failure. Written as a chain
  * of plain continuations rather than a generator: the uncontended case is one backend call.
  */
-export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
+export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
   Effect.suspend(() => {
     const { backend, key, settings, token, deadline } = params
     const usable = settings.usableLeaseMillis
     let uncertain = false
     let attempts = 0
-    let lastError: RedisError | undefined
+    let lastError: LockRedisError | undefined
     let lastBusy = params.waitedBehind
     let policy: BackoffPolicy | undefined
     const wakeups = params.mode === "wait" && params.waiterId !== undefined ? backend.wakeups : undefined
@@ -93,7 +101,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
     const lost = (reason: "expired" | "not-master") =>
       new LockLost({ key, namespace: settings.namespace, phase: "acquire", reason, bodyCompleted: false })
 
-    const timedOut = Effect.flatMap(nowMillis, (end) =>
+    const timedOut = withNow((end) =>
       Effect.fail(
         new TimedOut({
           key,
@@ -108,77 +116,112 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
 
     const retryAfter = (
       holderRemainingMillis?: number
-    ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> =>
-      Effect.flatMap(nowMillis, (now) => {
+    ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
+      withNow((now) => {
         policy ??= waitPolicy(settings)
         if (wakeups !== undefined && registered) {
           // Registered at the server: wait until a release names this waiter, polling only as a
           // safety net (the exponent 30 means "at the cap").
-          return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) =>
-            Effect.andThen(wakeups.await(key, waiter!.id, delay), attempt)
-          )
+          return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) => {
+            event(params.trace, "lock.wait", { "lock.wait.until": "wake-up", "lock.wait.max_ms": delay })
+            return Effect.andThen(wakeups.await(key, waiter!.id, delay), attempt)
+          })
         }
-        return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) =>
-          Effect.andThen(Effect.sleep(delay), attempt)
-        )
+        return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) => {
+          event(params.trace, "lock.wait", { "lock.wait.until": "backoff", "lock.wait.max_ms": delay })
+          return Effect.andThen(Effect.sleep(delay), attempt)
+        })
       })
 
-    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | RedisError> = Effect.flatMap(
-      nowMillis,
-      (sentAt) => {
-        const remaining = deadline - sentAt
-        if (remaining <= 0) return timedOut
-        attempts++
-        const before = uncertain
-        uncertain = true
-        // A grant that takes longer than the usable lease could not be relied on anyway.
-        const attemptMillis = Math.min(remaining, usable)
-        return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
-          onFailure: (error) => {
-            if (!error.mayHaveExecuted) uncertain = before
-            if (!error.retryable) return Effect.fail(error)
-            // A bare timeout after a busy reply says nothing new about the server, so it does not
-            // turn a "busy" timeout into an "unavailable" one.
-            if (!(lastBusy && error.kind === "timeout")) {
-              lastError = moreInformative(lastError, error)
-              lastBusy = false
-            }
-            return retryAfter()
-          },
-          onSuccess: (reply) => {
-            if (reply._tag === "Acquired") {
-              return Effect.flatMap(nowMillis, (receivedAt) => {
-                // The grant arrived after the usable lease was spent: another process may already be
-                // entitled to the key. The body must not start; the cleanup releases our write.
-                if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
-                uncertain = false
-                return Effect.succeed<AcquireOutcome>({
-                  _tag: "Held",
-                  lease: { key, token, sentAt, fence: reply.fence }
-                })
-              })
-            }
-            // The write landed on a node that is not (or no longer) the master: a failover may drop
-            // it, or grant the key to someone else. The body must not start; cleanup releases it.
-            if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
-            uncertain = false
-            if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
-            lastBusy = true
-            if (waiter !== undefined) registered = true
-            return retryAfter(reply.remainingMillis)
+    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> = withNow((sentAt) => {
+      const remaining = deadline - sentAt
+      if (remaining <= 0) return timedOut
+      attempts++
+      const before = uncertain
+      uncertain = true
+      // A grant that takes longer than the usable lease could not be relied on anyway.
+      const attemptMillis = Math.min(remaining, usable)
+      return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
+        onFailure: (error) => {
+          event(params.trace, "lock.attempt", { "lock.attempt": attempts, "lock.attempt.result": error.code })
+          if (!error.mayHaveExecuted) uncertain = before
+          if (!error.retryable) return Effect.fail(error)
+          // A bare timeout after a busy reply says nothing new about the server, so it does not
+          // turn a "busy" timeout into an "unavailable" one.
+          if (!(lastBusy && error.kind === "timeout")) {
+            lastError = moreInformative(lastError, error)
+            lastBusy = false
           }
-        })
-      }
+          return retryAfter()
+        },
+        onSuccess: (reply) => {
+          if (params.trace !== undefined) event(params.trace, "lock.attempt", attemptAttributes(attempts, reply))
+          if (reply._tag === "Acquired") {
+            return withNow((receivedAt) => {
+              // The grant arrived after the usable lease was spent: another process may already be
+              // entitled to the key. The body must not start; the cleanup releases our write.
+              if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
+              uncertain = false
+              return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt, fence: reply.fence } })
+            })
+          }
+          // The write landed on a node that is not (or no longer) the master: a failover may drop
+          // it, or grant the key to someone else. The body must not start; cleanup releases it.
+          if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
+          uncertain = false
+          if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
+          lastBusy = true
+          if (waiter !== undefined) registered = true
+          return retryAfter(reply.remainingMillis)
+        }
+      })
+    })
+
+    return Effect.onExit(attempt, (exit) =>
+      Effect.withFiber((fiber) => {
+        params.settled?.(fiber.context, exit, monotonicMillis(fiber.getRef(Clock.Clock)))
+        if (params.trace !== undefined) annotate(params.trace, outcomeAttributes(exit))
+        return cleanup(exit)
+      })
     )
 
-    return Effect.onExit(attempt, (exit) => {
+    function cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> {
       if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
       const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
       // Giving up: withdraw from the server's line, unless another fiber of this client takes over
       // the same registration (same waiter id) for this key.
       if (!registered || wakeups === undefined || params.hasSuccessor()) return release
       return Effect.andThen(release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis))
-    })
+    }
   })
 
 const busyOutcome: AcquireOutcome = { _tag: "Busy" }
+
+/** What one attempt's reply says, as span event attributes. */
+const attemptAttributes = (attempt: number, reply: AcquireReply): Record<string, unknown> => {
+  if (reply._tag === "Acquired") return { "lock.attempt": attempt, "lock.attempt.result": "acquired" }
+  if (reply._tag === "NotMaster") return { "lock.attempt": attempt, "lock.attempt.result": "not-master" }
+  return reply.remainingMillis === -2
+    ? { "lock.attempt": attempt, "lock.attempt.result": "queued" }
+    : { "lock.attempt": attempt, "lock.attempt.result": "busy", "lock.holder.remaining_ms": reply.remainingMillis }
+}
+
+/** How an acquisition ended, as span attributes (`lock.outcome` and the reason of a failure). */
+const outcomeAttributes = (exit: Exit.Exit<AcquireOutcome, unknown>): Record<string, unknown> => {
+  if (Exit.isSuccess(exit)) return { "lock.outcome": exit.value._tag === "Held" ? "acquired" : "busy" }
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "None") return { "lock.outcome": "interrupted" }
+  const failure = error.value
+  if (failure instanceof TimedOut) {
+    return {
+      "lock.outcome": "timed_out",
+      "lock.timed_out.reason": failure.reason,
+      "lock.attempts": failure.attempts,
+      "lock.waited_ms": failure.waitedMillis
+    }
+  }
+  if (failure instanceof LockLost) {
+    return { "lock.outcome": "lost", "lock.lost.phase": failure.phase, "lock.lost.reason": failure.reason }
+  }
+  return { "lock.outcome": "error", "lock.error.code": (failure as LockRedisError).code }
+}

@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { type Handle, Lease } from "../Lease.ts"
 import type { Backend } from "../LockBackend.ts"
-import { LockLost, type RedisError } from "../LockError.ts"
+import { LockLost, type LockRedisError } from "../LockError.ts"
 import type { Renewal, Renewals } from "./renewals.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
 import { nowMillis } from "./time.ts"
@@ -117,7 +117,7 @@ export class LeaseHandle implements Handle {
     })
   }
 
-  get check(): Effect.Effect<void, LockLost | RedisError> {
+  get check(): Effect.Effect<void, LockLost | LockRedisError> {
     return Effect.flatMap(this.ensure, () =>
       Effect.flatMap(nowMillis, (now) => {
         const renewal = this.renewal!

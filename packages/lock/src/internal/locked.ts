@@ -21,9 +21,9 @@ import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
-import type * as Renewals from "./renewals.ts"
-import { invalid, type Settings } from "./settings.ts"
-import { nowMillis } from "./time.ts"
+import * as Renewals from "./renewals.ts"
+import { invalid, render, type Settings } from "./settings.ts"
+import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** What every call of one lock client shares. */
 export interface Client {
@@ -38,20 +38,23 @@ export interface Client {
 
 export const newToken = (): string => globalThis.crypto.randomUUID()
 
+const releaseResults = { Released: "released", NotOwner: "not-owner", Failed: "failed" } as const
+
+/** The Redis key of a lock, or `InvalidArgument` when the codec rejects (or throws on) the key. */
 export const encodeKey = <K>(
   codec: KeyCodec.KeyCodec<K>,
   namespace: string,
   key: K
-): Effect.Effect<string, InvalidArgument> => {
+): Result.Result<string, InvalidArgument> => {
   let encoded: Result.Result<string, string>
   try {
     encoded = codec.encode(key)
   } catch (cause) {
-    encoded = Result.fail(`the ${codec.name} codec threw: ${String(cause)}`)
+    encoded = Result.fail(`the ${codec.name} codec threw: ${render(cause)}`)
   }
   return Result.isSuccess(encoded)
-    ? Effect.succeed(lockKey(namespace, encoded.success))
-    : Effect.fail(invalid("key", key, encoded.failure))
+    ? Result.succeed(lockKey(namespace, encoded.success))
+    : Result.fail(invalid("key", key, encoded.failure))
 }
 
 export interface Call {
@@ -62,6 +65,8 @@ export interface Call {
   readonly mode: "wait" | "try"
   /** The caller waited behind another fiber of this client for the key's turn. */
   readonly waitedBehind: boolean
+  /** The call's span, when a tracing backend is installed. */
+  readonly trace: CallTrace | undefined
 }
 
 /**
@@ -78,21 +83,20 @@ export const runLocked = <A, E, R>(
     const { backend, settings, metrics } = client
     const { key } = call
     const token = newToken()
-    const acquisition = Effect.onExit(
-      acquire({
-        backend,
-        settings,
-        key,
-        token,
-        startedAt: call.startedAt,
-        deadline: call.deadline,
-        mode: call.mode,
-        waitedBehind: call.waitedBehind,
-        waiterId: client.waiterId,
-        hasSuccessor: () => client.queue.hasWaiters(key)
-      }),
-      (exit) => Effect.flatMap(nowMillis, (end) => metrics.acquisition(exit, call.startedAt, end))
-    )
+    const acquisition = acquire({
+      backend,
+      settings,
+      key,
+      token,
+      startedAt: call.startedAt,
+      deadline: call.deadline,
+      mode: call.mode,
+      waitedBehind: call.waitedBehind,
+      waiterId: client.waiterId,
+      hasSuccessor: () => client.queue.hasWaiters(key),
+      trace: call.trace,
+      settled: (context, exit, end) => metrics.acquisition(context, exit, call.startedAt, end)
+    })
     const request = (timeoutMillis: number): LeaseRequest => ({
       key,
       token,
@@ -101,45 +105,57 @@ export const runLocked = <A, E, R>(
       acknowledge: false
     })
 
-    const hold = (sentAt: number, fence: number): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> => {
-      const lease = new LeaseHandle(key, settings.namespace, fence, token, backend, client.renewals)
-      let fiber: Fiber.Fiber<A, E> | undefined
-      const onLost = (error: LockLost): void => {
-        lease.lose(error)
-        fiber?.interruptUnsafe()
-      }
-      return Effect.flatMap(client.renewals.register(key, token, sentAt, onLost), (renewal) =>
-        Effect.flatMap(Effect.forkChild(lease.provide(body, renewal), { startImmediately: true }), (forked) => {
-          fiber = forked
-          if (lease.lostWith !== undefined) forked.interruptUnsafe()
-          const done = forked.pollUnsafe()
-          const joined: Effect.Effect<Exit.Exit<A, E>> =
-            done !== undefined
-              ? Effect.succeed(done)
-              : Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
-                  // Interrupted while the body ran: stop the body and wait for its finalizers.
-                  Exit.isSuccess(awaited)
-                    ? Effect.succeed(awaited.value)
-                    : Effect.as(Fiber.interrupt(forked), Exit.failCause(awaited.cause))
-                )
-          return Effect.flatMap(joined, (bodyExit) => {
-            client.renewals.unregister(renewal)
-            const lost = lease.release()
-            const exit: Exit.Exit<A, E | LockLost> =
-              lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
-                ? Exit.fail(lost)
-                : bodyExit
-            return Effect.andThen(metrics.run(exit), finish(exit))
-          })
+    const hold = (sentAt: number, fence: number): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
+      Effect.withFiber((caller) => {
+        const lease = new LeaseHandle(key, settings.namespace, fence, token, backend, client.renewals)
+        let fiber: Fiber.Fiber<A, E> | undefined
+        const renewal = Renewals.lease(settings, key, token, sentAt, call.trace, (error) => {
+          lease.lose(error)
+          event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
+          fiber?.interruptUnsafe()
         })
-      )
-    }
+        const mustStart = client.renewals.register(renewal)
+
+        const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
+          client.renewals.unregister(renewal)
+          const lost = lease.release()
+          const exit: Exit.Exit<A, E | LockLost> =
+            lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
+              ? Exit.fail(lost)
+              : bodyExit
+          metrics.run(caller.context, exit)
+          return finish(exit)
+        }
+
+        const run = Effect.flatMap(
+          Effect.forkChild(lease.provide(body, renewal), { startImmediately: true }),
+          (forked) => {
+            fiber = forked
+            if (lease.lostWith !== undefined) forked.interruptUnsafe()
+            const done = forked.pollUnsafe()
+            if (done !== undefined) return afterBody(done)
+            return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
+              // Interrupted while the body ran: stop the body and wait for its finalizers.
+              Exit.isSuccess(awaited)
+                ? afterBody(awaited.value)
+                : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
+            )
+          }
+        )
+        return mustStart ? Effect.andThen(client.renewals.start, run) : run
+      })
 
     const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<Option.Option<A>, E | LockError> =>
       Effect.flatMap(release(backend, request), (released) => {
+        event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
         // The body's own failure or interruption (or LockLost from renewal) always wins over release.
         if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
         if (released._tag === "NotOwner") {
+          annotate(call.trace, {
+            "lock.outcome": "lost",
+            "lock.lost.phase": "release",
+            "lock.lost.reason": "ownership"
+          })
           return Effect.andThen(
             metrics.lost("release"),
             Effect.fail(

@@ -2,17 +2,17 @@
 // (after the body, after an abandoned acquisition), so it never fails: it reports what happened.
 import * as Effect from "effect/Effect"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
-import type { RedisError } from "../LockError.ts"
+import type { LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
-import { nowMillis } from "./time.ts"
+import { withNow } from "./time.ts"
 
 const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 
 export type ReleaseOutcome =
   | { readonly _tag: "Released" }
   | { readonly _tag: "NotOwner" }
-  | { readonly _tag: "Failed"; readonly error: RedisError | undefined }
+  | { readonly _tag: "Failed"; readonly error: LockRedisError | undefined }
 
 const released: ReleaseOutcome = { _tag: "Released" }
 const notOwner: ReleaseOutcome = { _tag: "NotOwner" }
@@ -27,9 +27,9 @@ export const release = (
   request: (timeoutMillis: number) => LeaseRequest
 ): Effect.Effect<ReleaseOutcome> =>
   Effect.uninterruptible(
-    Effect.flatMap(nowMillis, (start) => {
+    withNow((start) => {
       const deadline = start + releaseTimeoutMillis
-      let lastError: RedisError | undefined
+      let lastError: LockRedisError | undefined
       const attempt = (n: number, now: number): Effect.Effect<ReleaseOutcome> => {
         const remaining = deadline - now
         if (remaining <= 0) return Effect.succeed({ _tag: "Failed", error: lastError })
@@ -38,11 +38,11 @@ export const release = (
           onFailure: (error) => {
             lastError = error
             if (!error.retryable) return Effect.succeed({ _tag: "Failed", error })
-            return Effect.flatMap(nowMillis, (after) =>
+            return withNow((after) =>
               Effect.flatMap(nextDelay(retryPolicy, n, deadline - after), (delay) =>
                 Effect.andThen(
                   Effect.sleep(delay),
-                  Effect.flatMap(nowMillis, (next) => attempt(n + 1, next))
+                  withNow((next) => attempt(n + 1, next))
                 )
               )
             )

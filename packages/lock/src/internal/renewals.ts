@@ -18,36 +18,60 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Backend, LeaseRequest, RenewReply } from "../LockBackend.ts"
-import { LockLost, type RedisError } from "../LockError.ts"
+import { LockLost, type LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
 import type { Settings } from "./settings.ts"
+import { type CallTrace, event } from "./tracing.ts"
 import { nowMillis } from "./time.ts"
+
+/** A new lease for the scheduler, acquired with a request sent at `sentAt` (monotonic ms). */
+export const lease = (
+  settings: Settings,
+  key: string,
+  token: string,
+  sentAt: number,
+  trace: CallTrace | undefined,
+  onLost: (error: LockLost) => void
+): Renewal => ({
+  key,
+  token,
+  trace,
+  validUntil: sentAt + settings.usableLeaseMillis,
+  nextAt: sentAt + settings.renewEveryMillis,
+  failures: 0,
+  inFlight: false,
+  lastError: undefined,
+  active: true,
+  onLost
+})
 
 /** One held lease, as the scheduler tracks it. */
 export interface Renewal {
   readonly key: string
   readonly token: string
+  /** The span of the call holding the lease, when traced: renewals are recorded on it. */
+  readonly trace: CallTrace | undefined
   /** Monotonic time (ms) from which the lease can no longer be relied on. */
   validUntil: number
   /** When the next renewal should be sent. */
   nextAt: number
   failures: number
   inFlight: boolean
-  lastError: RedisError | undefined
+  lastError: LockRedisError | undefined
   /** False once unregistered or lost: late replies for it are ignored. */
   active: boolean
   readonly onLost: (error: LockLost) => void
 }
 
 export interface Renewals {
-  /** Starts renewing a lease acquired with a request sent at `sentAt`. */
-  readonly register: (
-    key: string,
-    token: string,
-    sentAt: number,
-    onLost: (error: LockLost) => void
-  ) => Effect.Effect<Renewal>
+  /**
+   * Starts renewing a lease acquired with a request sent at `sentAt`. Synchronous; when it returns
+   * `true` the scheduler is not running and the caller must run `start`.
+   */
+  readonly register: (renewal: Renewal) => boolean
+  /** Starts the scheduler's fiber if it is not running. */
+  readonly start: Effect.Effect<void>
   /** Stops renewing (the body ended). Idempotent. */
   readonly unregister: (renewal: Renewal) => void
   /**
@@ -83,7 +107,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
     }
   }
 
-  const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: RedisError): void => {
+  const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void => {
     if (!renewal.active) return
     renewal.active = false
     leases.delete(renewal)
@@ -127,6 +151,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
         return Effect.void
       }
       if (reply === true) {
+        event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
         renewal.validUntil = sentAt + settings.usableLeaseMillis
         renewal.nextAt = sentAt + settings.renewEveryMillis
         renewal.failures = 0
@@ -143,6 +168,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
         return Effect.void
       }
       renewal.lastError = moreInformative(renewal.lastError, error)
+      event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
       return Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
         renewal.nextAt = receivedAt + delay
       })
@@ -231,23 +257,12 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
   })
 
   return {
-    register: (key, token, sentAt, onLost) =>
-      Effect.suspend(() => {
-        const renewal: Renewal = {
-          key,
-          token,
-          validUntil: sentAt + settings.usableLeaseMillis,
-          nextAt: sentAt + settings.renewEveryMillis,
-          failures: 0,
-          inFlight: false,
-          lastError: undefined,
-          active: true,
-          onLost
-        }
-        leases.add(renewal)
-        signal(renewal.nextAt, renewal.validUntil)
-        return Effect.as(start, renewal)
-      }),
+    register: (renewal) => {
+      leases.add(renewal)
+      signal(renewal.nextAt, renewal.validUntil)
+      return !running
+    },
+    start,
     unregister: (renewal) => {
       renewal.active = false
       leases.delete(renewal)

@@ -3,6 +3,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { InvalidArgument } from "../LockError.ts"
 
 /** The smallest lease accepted: below it, one round trip can eat the whole lease. */
@@ -27,14 +28,21 @@ export interface Settings {
   readonly usableLeaseMillis: number
 }
 
-const render = (value: unknown): string => {
+/** Any value as text for an error message; never throws, whatever the value's `toString` does. */
+export const render = (value: unknown): string => {
   if (typeof value === "string") return JSON.stringify(value)
   if (typeof value === "bigint") return `${value}n`
   if (Duration.isDuration(value)) return Duration.format(value)
   try {
-    return JSON.stringify(value) ?? String(value)
+    const json = JSON.stringify(value)
+    if (json !== undefined) return json
   } catch {
+    // A cycle, a bigint inside, a throwing toJSON: fall through.
+  }
+  try {
     return String(value)
+  } catch {
+    return Object.prototype.toString.call(value)
   }
 }
 
@@ -42,9 +50,12 @@ export const invalid = (field: string, value: unknown, reason: string): InvalidA
   new InvalidArgument({ field, value: render(value), reason })
 
 /** A finite, positive duration in milliseconds, or `InvalidArgument` naming the field. */
-export const positiveMillis = (field: string, input: unknown): Effect.Effect<number, InvalidArgument> => {
+export const positiveMillisResult = (field: string, input: unknown): Result.Result<number, InvalidArgument> => {
+  // The common per-call forms, without building a Duration.
+  if (typeof input === "number" && input > 0 && input < Infinity) return Result.succeed(input)
+  if (typeof input === "string" && input === lastText) return Result.succeed(lastTextMillis)
   if (typeof input === "number" && Number.isNaN(input)) {
-    return Effect.fail(invalid(field, input, "NaN is not a duration"))
+    return Result.fail(invalid(field, input, "NaN is not a duration"))
   }
   let decoded: Option.Option<Duration.Duration>
   try {
@@ -53,12 +64,27 @@ export const positiveMillis = (field: string, input: unknown): Effect.Effect<num
     decoded = Option.none()
   }
   if (Option.isNone(decoded)) {
-    return Effect.fail(invalid(field, input, 'not a duration (try a number of milliseconds or "2 seconds")'))
+    return Result.fail(invalid(field, input, 'not a duration (try a number of milliseconds or "2 seconds")'))
   }
   const duration = decoded.value
-  if (!Duration.isFinite(duration)) return Effect.fail(invalid(field, input, "must be finite"))
-  if (!Duration.isPositive(duration)) return Effect.fail(invalid(field, input, "must be positive"))
-  return Effect.succeed(Duration.toMillis(duration))
+  if (!Duration.isFinite(duration)) return Result.fail(invalid(field, input, "must be finite"))
+  if (!Duration.isPositive(duration)) return Result.fail(invalid(field, input, "must be positive"))
+  const millis = Duration.toMillis(duration)
+  if (typeof input === "string") {
+    lastText = input
+    lastTextMillis = millis
+  }
+  return Result.succeed(millis)
+}
+
+// The last valid duration text seen: a call site passes the same "5 seconds" every time.
+let lastText: string | undefined
+let lastTextMillis = 0
+
+/** `positiveMillisResult` as an Effect. */
+export const positiveMillis = (field: string, input: unknown): Effect.Effect<number, InvalidArgument> => {
+  const result = positiveMillisResult(field, input)
+  return Result.isSuccess(result) ? Effect.succeed(result.success) : Effect.fail(result.failure)
 }
 
 /** The safety margin kept off the lease: 2 ms plus 5%, covering clock-rate drift and scheduling. */

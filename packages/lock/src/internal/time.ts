@@ -5,6 +5,14 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 
-export const nowMillis: Effect.Effect<number> = Clock.clockWith((clock) =>
-  Effect.sync(() => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n))
-)
+/** The clock's monotonic time in whole milliseconds, read now. */
+export const monotonicMillis = (clock: Clock.Clock): number => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n)
+
+export const nowMillis: Effect.Effect<number> = Clock.clockWith((clock) => Effect.sync(() => monotonicMillis(clock)))
+
+/**
+ * Continues with the current monotonic time: one step where `Effect.flatMap(nowMillis, f)` takes
+ * three (the lock reads the clock several times per call).
+ */
+export const withNow = <A, E, R>(f: (now: number) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) => f(monotonicMillis(fiber.getRef(Clock.Clock))))

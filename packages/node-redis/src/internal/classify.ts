@@ -4,7 +4,7 @@
 // Redis 8 and Valkey ("NOPERM this user has no permissions..." vs "NOPERM User x has no..."), the
 // first word does not. The one exception is `ERR max number of clients reached`, a temporary
 // refusal that shares the generic `ERR` prefix with permanent errors.
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import {
   ClientClosedError,
   ClientOfflineError,
@@ -56,15 +56,15 @@ export const isTemporaryReply = (message: string): boolean =>
 
 const make = (
   command: string,
-  fields: Pick<RedisError, "kind" | "code" | "reply" | "retryable" | "mayHaveExecuted">,
+  fields: Pick<LockRedisError, "kind" | "code" | "reply" | "retryable" | "mayHaveExecuted">,
   cause: unknown
-): RedisError => new RedisError({ command, ...fields, cause })
+): LockRedisError => new LockRedisError({ command, ...fields, cause })
 
 /**
- * Turns anything node-redis rejected with into a classified `RedisError`. `sent` says whether the
+ * Turns anything node-redis rejected with into a classified `LockRedisError`. `sent` says whether the
  * command may have reached the server (false for offline-queue rejections).
  */
-export const classify = (command: string, error: unknown): RedisError => {
+export const classify = (command: string, error: unknown): LockRedisError => {
   const message = error instanceof Error ? error.message : String(error)
   if (error instanceof ErrorReply) {
     return make(

@@ -1,7 +1,7 @@
 // The Cluster topology: a node-redis cluster client keeps the slot map (following MOVED/ASK and
 // topology changes); lock operations go to each slot's master on dedicated connections.
 import * as Effect from "effect/Effect"
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
@@ -11,8 +11,30 @@ import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 
-const unserved = (key: string, slot: number): RedisError =>
-  new RedisError({
+/**
+ * What the lock needs of a connected node-redis cluster client: its slot map, a command to make it
+ * re-read the map, and sharded pub/sub. Both the lock's own client and one the application shares.
+ */
+export interface ClusterClient {
+  readonly slots: ReadonlyArray<
+    | {
+        readonly master: { readonly address: string }
+        readonly replicas?: ReadonlyArray<unknown> | undefined
+      }
+    | undefined
+  >
+  sendCommand(
+    firstKey: string,
+    isReadonly: boolean,
+    args: Array<string>,
+    options: { timeout: number }
+  ): Promise<unknown>
+  sSubscribe(channel: string, listener: (message: string) => void): Promise<unknown>
+  sUnsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>
+}
+
+const unserved = (key: string, slot: number): LockRedisError =>
+  new LockRedisError({
     command: "route",
     kind: "server",
     code: "CLUSTERDOWN",
@@ -25,7 +47,7 @@ const unserved = (key: string, slot: number): RedisError =>
 export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
-): Effect.Effect<Cluster, RedisError, Scope.Scope> =>
+): Effect.Effect<Cluster, LockRedisError, Scope.Scope> =>
   // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
   // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
   // client from opening a connection to each of them, which a stalled replica could hold up.
@@ -46,20 +68,21 @@ export const addressMapper = (
   }
 }
 
-export const topology = (cluster: Cluster): Topology => ({
-  description: "node-redis cluster",
+export const topology = (cluster: ClusterClient, description = "node-redis cluster"): Topology => ({
+  description,
   publish: "SPUBLISH",
   subscriber: () =>
     Promise.resolve({
       subscribe: (channel, listener) => cluster.sSubscribe(channel, listener),
-      unsubscribe: (channel) => cluster.sUnsubscribe(channel)
+      unsubscribe: (channel, listener) => cluster.sUnsubscribe(channel, listener)
     }),
   route: (key) =>
     Effect.suspend(() => {
       const slot = slotOf(key)
       const shard = cluster.slots[slot]
       if (shard === undefined) return Effect.fail(unserved(key, slot))
-      return Effect.succeed({ address: shard.master.address, replicas: shard.replicas?.length ?? 0 })
+      // No replica list without `useReplicas` (a shared client may lack it): the master's own counts.
+      return Effect.succeed({ address: shard.master.address, replicas: shard.replicas?.length })
     }),
   isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
   // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.

@@ -10,7 +10,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
@@ -24,7 +24,7 @@ export interface Connection {
   /** `host:port` of the node this connection talks to. */
   readonly address: string
   /** Sends one command with its own timeout (ms). */
-  readonly send: (args: ReadonlyArray<string>, timeoutMillis: number) => Effect.Effect<unknown, RedisError>
+  readonly send: (args: ReadonlyArray<string>, timeoutMillis: number) => Effect.Effect<unknown, LockRedisError>
 }
 
 export interface Pool {
@@ -32,8 +32,8 @@ export interface Pool {
   readonly use: <A>(
     address: string,
     timeoutMillis: number,
-    f: (connection: Connection) => Effect.Effect<A, RedisError>
-  ) => Effect.Effect<A, RedisError>
+    f: (connection: Connection) => Effect.Effect<A, LockRedisError>
+  ) => Effect.Effect<A, LockRedisError>
   /** Connections currently open, per address (for tests and metrics). */
   readonly openConnections: () => number
 }
@@ -72,8 +72,8 @@ const giveBack = (pool: NodePool): void => {
   Deferred.doneUnsafe(next.ready, Effect.void)
 }
 
-const exhausted = (address: string, timeoutMillis: number): RedisError =>
-  new RedisError({
+const exhausted = (address: string, timeoutMillis: number): LockRedisError =>
+  new LockRedisError({
     command: "dedicated connection",
     kind: "timeout",
     code: "POOL_EXHAUSTED",
@@ -114,7 +114,7 @@ export const make = (options: {
       return pool
     }
 
-    const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, RedisError> =>
+    const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, LockRedisError> =>
       Effect.suspend(() => {
         const { host, port } = options.resolve?.(address) ?? Address.fromNodeName(address)
         const client: Client = createClient({
@@ -133,7 +133,7 @@ export const make = (options: {
             duration: Math.max(1, timeoutMillis),
             orElse: () =>
               Effect.fail(
-                new RedisError({
+                new LockRedisError({
                   command: `connect ${address}`,
                   kind: "timeout",
                   code: "CONNECT_TIMEOUT",

@@ -1,36 +1,41 @@
 // Lock operations on replicated deployments (Sentinel, Cluster), shared by both topologies.
 //
 // Each acquire or renew runs on one dedicated connection to the key's master: the script and, in
-// the same round trip, `ROLE` (the node must still call itself master, and the client's own view of the topology must
-// agree: a demoted or restarted old master can answer "master" for seconds), then, with replica
-// acknowledgement on, `WAIT` for the replicas the client's view lists. `WAIT` counts only writes
-// made on the same connection, and its timeout is what is left of the caller's budget (never 0,
-// which would block forever). A missing acknowledgement is a retryable failure; a write on a node
-// that is not the master is reported as such.
+// the same round trip, `ROLE` (the node must still call itself master, and the client's own view of
+// the topology must agree: a demoted or restarted old master can answer "master" for seconds) and,
+// with replica acknowledgement on, a `WAIT` for the replicas the view lists (fewer if the master
+// listed fewer last time), bounded to 100 ms. When the `ROLE` reply shows that this early `WAIT`
+// asked for too few replicas, or it ran out, a second `WAIT` asks for the right count with what is
+// left of the caller's budget (never 0, which would block forever). `WAIT` counts only writes made
+// on the same connection. A missing acknowledgement is a retryable failure; a write on a node that
+// is not the master is reported as such.
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
-import { RedisError } from "@sage/lock/LockError"
+import { LockRedisError } from "@sage/lock/LockError"
 import { parseAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
-import { awaitReplicas } from "./acknowledgement.ts"
+import { awaitReplicas, connectedReplicas, earlyWait } from "./acknowledgement.ts"
 import { renewAll } from "./replicatedRenewal.ts"
 import * as Scripts from "./scripts.ts"
 import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 import * as StrayWrites from "./strayWrites.ts"
 import { monotonicMillis } from "./time.ts"
 
-/** Where a key's master is, and how many replicas the client's view lists for it. */
+/**
+ * Where a key's master is, and how many replicas the client's view lists for it (undefined: the
+ * client keeps no replica list, so the master's own list counts).
+ */
 export interface Route {
   readonly address: string
-  readonly replicas: number
+  readonly replicas: number | undefined
 }
 
 /** What a replicated deployment tells the lock about its topology. */
 export interface Topology {
   readonly description: string
-  readonly route: (key: string) => Effect.Effect<Route, RedisError>
+  readonly route: (key: string) => Effect.Effect<Route, LockRedisError>
   /** Whether `address` is the master for `key` in the client's current view. */
   readonly isMaster: (key: string, address: string) => boolean
   /** Asks the client to re-read the topology after a redirect, a role change or a dead node. */
@@ -45,13 +50,48 @@ export interface Topology {
 const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
 
 /** A failure after the write was applied: the key may now hold our token, so cleanup must release it. */
-const afterWrite = (error: RedisError): RedisError =>
-  error.mayHaveExecuted ? error : new RedisError({ ...error, cause: error.cause, mayHaveExecuted: true })
+const afterWrite = (error: LockRedisError): LockRedisError =>
+  error.mayHaveExecuted ? error : new LockRedisError({ ...error, cause: error.cause, mayHaveExecuted: true })
 
-const askTarget = (error: RedisError): string | undefined =>
+const askTarget = (error: LockRedisError): string | undefined =>
   error.code === "ASK" ? error.reply.split(" ")[2] : undefined
 
 type Outcome = "wrote" | "no-write"
+
+/** How many replicas each master listed in its last `ROLE` reply (for the next early `WAIT`). */
+type ReplicaCounts = Map<string, number>
+
+/**
+ * Keys that were busy recently. An early `WAIT` pays off only when the script writes a lease; on a
+ * busy key it would hold a pooled connection until the replicas have the waiter's registration,
+ * which under contention starves the renewals that share the pool. So a key that answered busy
+ * within the last few seconds is acquired the two-step way: script and `ROLE`, then `WAIT` only if
+ * it wrote. (A heuristic, timed with `performance.now()`: it changes cost, never the outcome.)
+ */
+interface BusyKeys {
+  readonly note: (key: string) => void
+  readonly recent: (key: string) => boolean
+}
+
+const busyMemoryMillis = 5_000
+const busyMemorySize = 10_000
+
+const busyKeys = (): BusyKeys => {
+  const until = new Map<string, number>()
+  return {
+    note: (key) => {
+      if (until.size >= busyMemorySize) until.clear()
+      until.set(key, performance.now() + busyMemoryMillis)
+    },
+    recent: (key) => {
+      const end = until.get(key)
+      if (end === undefined) return false
+      if (end > performance.now()) return true
+      until.delete(key)
+      return false
+    }
+  }
+}
 
 const noRole = Result.fail(undefined)
 
@@ -62,12 +102,13 @@ const noRole = Result.fail(undefined)
 const guardedWrite = <A>(
   topology: Topology,
   pool: Pool,
+  known: { readonly replicaCounts: ReplicaCounts; readonly busy: BusyKeys },
   request: LeaseRequest,
   script: Scripts.Script,
   [keys, args]: readonly [ReadonlyArray<string>, ReadonlyArray<string>],
-  interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], RedisError>,
-  onNotMaster: (address: string) => Effect.Effect<A, RedisError>
-): Effect.Effect<A, RedisError> =>
+  interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], LockRedisError>,
+  onNotMaster: (address: string) => Effect.Effect<A, LockRedisError>
+): Effect.Effect<A, LockRedisError> =>
   Effect.gen(function* () {
     const start = yield* monotonicMillis
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
@@ -85,13 +126,19 @@ const guardedWrite = <A>(
           Effect.gen(function* () {
             if (asking) yield* connection.send(["ASKING"], yield* left)
             const timeout = yield* left
-            // The script and ROLE go out together, one round trip: on one connection ROLE runs right
-            // after the script, so its answer is the role of the node that just ran it. Only when the
-            // script had to be re-sent (NOSCRIPT) did that ROLE run too early; it is asked again.
-            const [sent, role] = yield* Effect.all(
+            // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
+            // connection they run in order, so ROLE answers for the node that just ran the script and
+            // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
+            // run too early; then both are asked again.
+            const wait =
+              script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
+                ? earlyWait(route.replicas, known.replicaCounts.get(address), timeout)
+                : undefined
+            const [sent, role, acks] = yield* Effect.all(
               [
                 Effect.result(connection.send(Scripts.evalArgs("EVALSHA", script, keys, args), timeout)),
-                writesLease ? Effect.result(connection.send(["ROLE"], timeout)) : Effect.succeed(noRole)
+                writesLease ? Effect.result(connection.send(["ROLE"], timeout)) : Effect.succeed(noRole),
+                wait === undefined ? Effect.succeed(noRole) : Effect.result(connection.send(wait, timeout))
               ],
               { concurrency: "unbounded" }
             )
@@ -100,9 +147,13 @@ const guardedWrite = <A>(
               ? yield* connection.send(Scripts.evalArgs("EVAL", script, keys, args), yield* left)
               : yield* Effect.fromResult(sent)
             const [value, outcome] = yield* interpret(reply)
-            if (outcome === "no-write") return value
+            if (outcome === "no-write") {
+              if (script === Scripts.acquire) known.busy.note(request.key)
+              return value
+            }
             const roleAfter = reloaded || Result.isFailure(role) ? undefined : role.success
-            return yield* checkWrite(connection, value, asking, roleAfter).pipe(Effect.mapError(afterWrite))
+            const earlyAcks = reloaded || Result.isFailure(acks) ? undefined : acks.success
+            return yield* checkWrite(connection, value, asking, roleAfter, earlyAcks).pipe(Effect.mapError(afterWrite))
           })
         )
       )
@@ -111,16 +162,18 @@ const guardedWrite = <A>(
       connection: { readonly address: string; readonly send: Send },
       value: A,
       asking: boolean,
-      roleAfterWrite: unknown
+      roleAfterWrite: unknown,
+      earlyAcks: unknown
     ) =>
       Effect.gen(function* () {
         const role = roleAfterWrite ?? (yield* connection.send(["ROLE"], yield* left))
+        known.replicaCounts.set(connection.address, connectedReplicas(role))
         const isMaster = Array.isArray(role) && role[0] === "master"
         if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
           return yield* onNotMaster(connection.address)
         }
         if (!request.acknowledge) return value
-        yield* awaitReplicas(connection, route.replicas, role, yield* left)
+        yield* awaitReplicas(connection, route.replicas, role, yield* left, earlyAcks)
         return value
       })
     return yield* attempt(route.address, false).pipe(
@@ -163,16 +216,21 @@ const releaseStrays = (
 export const makeBackend = (
   topology: Topology,
   pool: Pool,
-  strays = StrayWrites.make()
-): Effect.Effect<Backend, never, Scope.Scope> =>
-  Effect.map(
+  strays = StrayWrites.make(),
+  options: { readonly sharedSubscriber?: boolean | undefined } = {}
+): Effect.Effect<Backend, never, Scope.Scope> => {
+  const known = { replicaCounts: new Map<string, number>(), busy: busyKeys() }
+  return Effect.map(
     makeWakeups({
       subscriber: topology.subscriber,
+      // On a client the application keeps, the lock's channels are dropped when its layer closes.
+      unsubscribeOnClose: options.sharedSubscriber,
       leave: (key, waiterId, timeoutMillis) =>
         Effect.ignore(
           guardedWrite(
             topology,
             pool,
+            known,
             { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false },
             Scripts.leave,
             Scripts.leaveCall(key, waiterId, topology.publish),
@@ -181,16 +239,24 @@ export const makeBackend = (
           )
         )
     }),
-    (wakeups) => backendOver(topology, pool, strays, wakeups)
+    (wakeups) => backendOver(topology, pool, known, strays, wakeups)
   )
+}
 
-const backendOver = (topology: Topology, pool: Pool, strays: StrayWrites.StrayWrites, wakeups: Wakeups): Backend => {
+const backendOver = (
+  topology: Topology,
+  pool: Pool,
+  known: { readonly replicaCounts: ReplicaCounts; readonly busy: BusyKeys },
+  strays: StrayWrites.StrayWrites,
+  wakeups: Wakeups
+): Backend => {
   const backend: Backend = {
     description: topology.description,
     acquire: (request) =>
       guardedWrite(
         topology,
         pool,
+        known,
         request,
         Scripts.acquire,
         Scripts.acquireCall(request),
@@ -209,6 +275,7 @@ const backendOver = (topology: Topology, pool: Pool, strays: StrayWrites.StrayWr
       guardedWrite(
         topology,
         pool,
+        known,
         request,
         Scripts.renew,
         [[request.key], [request.token, String(request.leaseMillis)]],
@@ -224,6 +291,7 @@ const backendOver = (topology: Topology, pool: Pool, strays: StrayWrites.StrayWr
         const onMaster = guardedWrite(
           topology,
           pool,
+          known,
           { ...request, acknowledge: false },
           Scripts.release,
           Scripts.releaseCall(request, topology.publish),
@@ -243,6 +311,7 @@ const backendOver = (topology: Topology, pool: Pool, strays: StrayWrites.StrayWr
       guardedWrite(
         topology,
         pool,
+        known,
         { ...request, acknowledge: false },
         Scripts.check,
         Scripts.checkCall(request),

@@ -9,7 +9,7 @@
 // path, which follows `ASK`.
 import * as Effect from "effect/Effect"
 import type { LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
-import type { RedisError } from "@sage/lock/LockError"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { awaitReplicas } from "./acknowledgement.ts"
 import { replicatedFailure as failure, runScript } from "./commands.ts"
 import type { Pool } from "./pool.ts"
@@ -27,7 +27,7 @@ export const renewAll = (
   topology: Topology,
   pool: Pool,
   requests: ReadonlyArray<LeaseRequest>,
-  renewOne: (request: LeaseRequest) => Effect.Effect<boolean, RedisError>
+  renewOne: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
 ): Effect.Effect<ReadonlyArray<RenewReply>> =>
   Effect.gen(function* () {
     const replies: Array<RenewReply> = Array.from({ length: requests.length }, () => false)
@@ -81,7 +81,7 @@ const renewOnNode = (
   group: Group,
   requests: ReadonlyArray<LeaseRequest>,
   budget: number
-): Effect.Effect<ReadonlyArray<RenewReply>, RedisError> =>
+): Effect.Effect<ReadonlyArray<RenewReply>, LockRedisError> =>
   Effect.gen(function* () {
     const start = yield* monotonicMillis
     const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
@@ -108,7 +108,7 @@ const renewOnNode = (
           { concurrency: "unbounded" }
         )
         if (!results.some((reply) => reply === true)) return results
-        const wrote = (replace: RedisError) => results.map((reply) => (reply === true ? replace : reply))
+        const wrote = (replace: LockRedisError) => results.map((reply) => (reply === true ? replace : reply))
         const role = yield* connection.send(["ROLE"], yield* left)
         const isMaster = Array.isArray(role) && role[0] === "master"
         if (!isMaster || group.indexes.some((i) => !topology.isMaster(requests[i]!.key, connection.address))) {

@@ -3,7 +3,7 @@
 // a bounded wait and a hard destroy after it.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { RedisError } from "@sage/lock/LockError"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./classify.ts"
 
 /** The part of a node-redis client this needs. */
@@ -25,7 +25,7 @@ export const connectScoped = <C extends Closeable>(
   name: string,
   create: () => C,
   timeoutMillis: number
-): Effect.Effect<C, RedisError, Scope.Scope> =>
+): Effect.Effect<C, LockRedisError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.suspend(() => {
       const client = create()

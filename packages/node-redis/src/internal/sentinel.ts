@@ -12,7 +12,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { InvalidArgument, RedisError } from "@sage/lock/LockError"
+import { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify, isUnknownMasterReply } from "./classify.ts"
@@ -32,7 +32,7 @@ interface View {
 }
 
 /** One sentinel's answer: its view, "unknown" (it monitors no master of that name), or no answer. */
-type Answer = View | "unknown" | RedisError
+type Answer = View | "unknown" | LockRedisError
 
 const askTimeoutMillis = 1_000
 const refreshEveryMillis = 1_000
@@ -58,8 +58,8 @@ const healthy = (fields: Record<string, string>): boolean => {
   return !flags.some((flag) => flag === "s_down" || flag === "o_down" || flag === "disconnected")
 }
 
-const noMaster = (name: string, why: string): RedisError =>
-  new RedisError({
+const noMaster = (name: string, why: string): LockRedisError =>
+  new LockRedisError({
     command: "route",
     kind: "server",
     code: "MASTERDOWN",
@@ -84,7 +84,7 @@ export interface SentinelOptions {
 export const connect = (
   options: SentinelOptions,
   timeoutMillis: number
-): Effect.Effect<Topology, RedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<Topology, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { name } = options
     const clients = yield* Effect.acquireRelease(
@@ -106,7 +106,7 @@ export const connect = (
     // A newer epoch (a finished failover) always wins; an older one (a sentinel that missed it)
     // never does; at the same epoch, an answer naming a master replaces one that names none.
     const adopt = (answer: Answer): void => {
-      if (answer === "unknown" || answer instanceof RedisError) return
+      if (answer === "unknown" || answer instanceof LockRedisError) return
       if (
         view === undefined ||
         answer.epoch > view.epoch ||
@@ -134,8 +134,8 @@ export const connect = (
         const unknown = answers.filter((a) => a === "unknown").length
         // "No such master" is definitive for the sentinel that says it; once most sentinels (or every
         // one that is connected) say it and none knows the master, waiting cannot help.
-        const answered = answers.filter((a) => !(a instanceof RedisError)).length
-        const offline = answers.some((a) => a instanceof RedisError && a.code === "OFFLINE")
+        const answered = answers.filter((a) => !(a instanceof LockRedisError)).length
+        const offline = answers.some((a) => a instanceof LockRedisError && a.code === "OFFLINE")
         if (unknown > 0 && answered === unknown && (unknown > clients.length / 2 || !offline)) {
           return yield* new InvalidArgument({
             field: "name",
@@ -143,7 +143,7 @@ export const connect = (
             reason: `the sentinels monitor no master named "${name}"`
           })
         }
-        const failure = answers.find((a): a is RedisError => a instanceof RedisError)
+        const failure = answers.find((a): a is LockRedisError => a instanceof LockRedisError)
         lastWhy = answered > 0 ? "no healthy master reported" : (failure?.reply ?? lastWhy)
         yield* Effect.sleep(100)
       }
@@ -261,7 +261,7 @@ const sentinelClient = (node: Address.HostPort, options: RedisClientOptions | un
   return client
 }
 
-const send = (client: Client, args: ReadonlyArray<string>): Effect.Effect<unknown, RedisError> =>
+const send = (client: Client, args: ReadonlyArray<string>): Effect.Effect<unknown, LockRedisError> =>
   Effect.tryPromise({
     try: (signal) => client.sendCommand([...args], { timeout: askTimeoutMillis, abortSignal: signal }),
     catch: (error) => classify(args.slice(0, 2).join(" "), error)
@@ -286,7 +286,7 @@ const ask = (client: Client, name: string): Effect.Effect<Answer> =>
     const others = yield* send(client, ["SENTINEL", "SENTINELS", name]).pipe(Effect.orElseSucceed(() => []))
     return { master: valid ? address : undefined, replicas, epoch, sentinels: nodesOf(others) } satisfies View
   }).pipe(
-    Effect.catch((error: RedisError) =>
+    Effect.catch((error: LockRedisError) =>
       Effect.succeed<Answer>(error.kind === "server" && isUnknownMasterReply(error.reply) ? "unknown" : error)
     )
   )

@@ -4,12 +4,13 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
-import type { RedisError } from "@sage/lock/LockError"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
 import { type CommandClient, parseAcquire, runScript, type Send, sendWithin, unexpected } from "./commands.ts"
 import * as Scripts from "./scripts.ts"
 import * as Wakeups from "./wakeups.ts"
+import type { Subscriber } from "./wakeups.ts"
 
 type Client = ReturnType<typeof createClient>
 
@@ -36,7 +37,7 @@ export const defaultReconnect = (retries: number): number =>
 export const connect = (
   clientOptions: RedisClientOptions,
   connectTimeoutMillis: number
-): Effect.Effect<Client, RedisError, Scope.Scope> =>
+): Effect.Effect<Client, LockRedisError, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context()
     const log = (effect: Effect.Effect<void>) => Effect.runForkWith(context)(effect)
@@ -99,8 +100,56 @@ export const renewChunk = 500
  * connection; wake-ups use one more connection, a subscriber opened the first time a lock is waited
  * for, and closed with the scope.
  */
-export const fromClient = (client: SharedClient, description: string): Effect.Effect<Backend, never, Scope.Scope> => {
-  const send: Send = (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
+export const fromClient = (client: SharedClient, description: string): Effect.Effect<Backend, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    return yield* backendOver({
+      description,
+      send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
+      subscriber: yield* duplicateSubscriber(client)
+    })
+  })
+
+/**
+ * Wake-ups on one duplicate of `client`, the lock's own: connected on first use, every channel on
+ * it, closed with the scope.
+ */
+export const duplicateSubscriber = (
+  client: Pick<SharedClient, "duplicate">
+): Effect.Effect<() => Promise<Subscriber>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    let subscriber: SubscriberClient | undefined
+    yield* Effect.addFinalizer(() =>
+      subscriber === undefined
+        ? Effect.void
+        : Effect.promise(() => subscriber!.close()).pipe(
+            Effect.timeoutOption(1_000),
+            Effect.ensuring(Effect.sync(() => subscriber?.isOpen && subscriber.destroy())),
+            Effect.ignore
+          )
+    )
+    return async () => {
+      const duplicate = client.duplicate()
+      duplicate.on("error", () => {})
+      subscriber = duplicate
+      await duplicate.connect()
+      return {
+        subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
+        unsubscribe: (channel) => duplicate.unsubscribe(channel)
+      }
+    }
+  })
+
+/**
+ * The standalone backend over any way of sending one command (a node-redis client, Effect's `Redis`
+ * service): each operation is one script. Without `subscriber` there are no wake-ups, and waiters
+ * poll with backoff.
+ */
+export const backendOver = (options: {
+  readonly description: string
+  readonly send: Send
+  readonly subscriber?: (() => Promise<Subscriber>) | undefined
+}): Effect.Effect<Backend, never, Scope.Scope> => {
+  const { send } = options
   const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
     const first = requests[0]!
     const keys = requests.map((request) => request.key)
@@ -120,32 +169,18 @@ export const fromClient = (client: SharedClient, description: string): Effect.Ef
     )
   }
   return Effect.gen(function* () {
-    let subscriber: SubscriberClient | undefined
-    yield* Effect.addFinalizer(() =>
-      subscriber === undefined
-        ? Effect.void
-        : Effect.promise(() => subscriber!.close()).pipe(
-            Effect.timeoutOption(1_000),
-            Effect.ensuring(Effect.sync(() => subscriber?.isOpen && subscriber.destroy())),
-            Effect.ignore
-          )
-    )
-    const wakeups = yield* Wakeups.make({
-      subscriber: async () => {
-        const duplicate = client.duplicate()
-        duplicate.on("error", () => {})
-        subscriber = duplicate
-        await duplicate.connect()
-        return {
-          subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
-          unsubscribe: (channel) => duplicate.unsubscribe(channel)
-        }
-      },
-      leave: (key, waiterId, timeoutMillis) =>
-        Effect.ignore(runScript(send, Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis))
-    })
+    const wakeups =
+      options.subscriber === undefined
+        ? undefined
+        : yield* Wakeups.make({
+            subscriber: options.subscriber,
+            leave: (key, waiterId, timeoutMillis) =>
+              Effect.ignore(
+                runScript(send, Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis)
+              )
+          })
     return {
-      description,
+      description: options.description,
       acquire: (request) =>
         Effect.flatMap(
           runScript(send, Scripts.acquire, ...Scripts.acquireCall(request), request.timeoutMillis),
@@ -180,7 +215,7 @@ export const fromClient = (client: SharedClient, description: string): Effect.Ef
           runScript(send, Scripts.check, ...Scripts.checkCall(request), request.timeoutMillis),
           (reply) => typeof reply === "number" && reply !== -2
         ),
-      wakeups
+      ...(wakeups === undefined ? {} : { wakeups })
     } satisfies Backend
   })
 }

@@ -15,7 +15,8 @@ import { LockScripts } from "@sage/lock"
 /** How a backend subscribes: plain channels (standalone, Sentinel) or sharded ones (Cluster). */
 export interface Subscriber {
   readonly subscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
-  readonly unsubscribe: (channel: string) => Promise<unknown>
+  /** Drops `listener` from `channel` (on a shared client, other listeners on it stay). */
+  readonly unsubscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
 }
 
 interface Channel {
@@ -28,6 +29,7 @@ interface Channel {
   readonly early: Map<string, number>
   /** Settles when the subscription is in place (or failed: then messages just never come). */
   readonly ready: Promise<void>
+  readonly listener: (message: string) => void
   lastUsed: number
 }
 
@@ -41,6 +43,11 @@ export const make = (options: {
   /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
   readonly subscriber: () => Promise<Subscriber>
   readonly leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
+  /**
+   * Unsubscribe every channel when the scope closes (at most a second): for a subscriber on a
+   * client the application owns and keeps using. A subscriber the lock owns is simply closed.
+   */
+  readonly unsubscribeOnClose?: boolean | undefined
 }): Effect.Effect<Wakeups, never, Scope.Scope> =>
   Effect.gen(function* () {
     const channels = new Map<string, Channel>()
@@ -65,11 +72,13 @@ export const make = (options: {
     }
 
     const open = (channel: string): Channel => {
+      const listener = onMessage(channel)
       const entry: Channel = {
         waiting: new Map(),
         early: new Map(),
+        listener,
         ready: subscriber()
-          .then((sub) => sub.subscribe(channel, onMessage(channel)))
+          .then((sub) => sub.subscribe(channel, listener))
           .then(
             () => undefined,
             () => {
@@ -83,6 +92,18 @@ export const make = (options: {
       return entry
     }
 
+    if (options.unsubscribeOnClose === true) {
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() =>
+          Promise.all(
+            [...channels].map(([channel, entry]) =>
+              entry.ready.then(() => connected?.then((sub) => sub.unsubscribe(channel, entry.listener)))
+            )
+          ).catch(() => undefined)
+        ).pipe(Effect.timeoutOption(1_000), Effect.asVoid)
+      )
+    }
+
     // Drop subscriptions nobody used for a while.
     yield* Effect.forkScoped(
       Effect.forever(
@@ -94,7 +115,7 @@ export const make = (options: {
               if (entry.waiting.size > 0 || entry.lastUsed > cutoff) continue
               channels.delete(channel)
               void subscriber()
-                .then((sub) => sub.unsubscribe(channel))
+                .then((sub) => sub.unsubscribe(channel, entry.listener))
                 .catch(() => undefined)
             }
           })

@@ -142,7 +142,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("4. a non-retryable server error fails at once with the typed RedisError naming the reply", () =>
+  it.effect("4. a non-retryable server error fails at once with the typed LockRedisError naming the reply", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace() })
@@ -150,8 +150,8 @@ export const acquisition = (it: It): void => {
       yield* control.command(key, "LPUSH", key, "x")
       const start = yield* now
       const error = yield* Effect.void.pipe(lock.withLock("wrongtype", { waitTimeout: "5 seconds" }), Effect.flip)
-      assert.strictEqual(error._tag, "RedisError")
-      if (error._tag === "RedisError") {
+      assert.strictEqual(error._tag, "LockRedisError")
+      if (error._tag === "LockRedisError") {
         assert.strictEqual(error.code, "WRONGTYPE")
         assert.isFalse(error.retryable)
       }

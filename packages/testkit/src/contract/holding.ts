@@ -203,8 +203,8 @@ export const holding = (it: It): void => {
         yield* Effect.sleep(1_500)
         return other
       }).pipe(lock.withLock("oom", { waitTimeout: "1 second" }), Effect.ensuring(restore))
-      assert.strictEqual(outcome._tag, "RedisError")
-      if (outcome._tag === "RedisError") assert.strictEqual(outcome.code, "OOM")
+      assert.strictEqual(outcome._tag, "LockRedisError")
+      if (outcome._tag === "LockRedisError") assert.strictEqual(outcome.code, "OOM")
     })
   )
 
