@@ -54,7 +54,7 @@ pnpm exec publint --strict "$backend_tgz"
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
 pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
   --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
-pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./NodeRedisBackend ./EffectRedisBackend
+pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend
 
 # The backend over Effect's Redis service needs nothing from @effect/platform-node, but its examples
 # use NodeRedis.layer as an app would, so the consumer installs it at the effect version.

@@ -191,6 +191,24 @@ return removed
 `
 
 /**
+ * The Redis key of a lock: `<namespace>:{<key>}`, where `<key>` is the key codec's text with `%`, `{`
+ * and `}` escaped as `%25`, `%7B` and `%7D`. The braces are a Cluster hash tag: every companion key
+ * (`:waiters`, `:waiting`, `:fence`) and the wake-up channel (`:wake`) append to it and share its
+ * slot. This format is stable for 0.x, so tools (`LockAdmin`, your own scripts) can find locks.
+ *
+ * @example
+ * ```ts
+ * import { LockScripts } from "@sage/lock"
+ *
+ * const key = LockScripts.lockKey("billing", "invoice:42") // "billing:{invoice:42}"
+ * ```
+ *
+ * @category keys
+ * @since 0.3.0
+ */
+export const lockKey = (namespace: string, key: string): string => Keys.lockKey(namespace, key)
+
+/**
  * The keys a lock's scripts declare, in `KEYS` order: the lock key, then its waiter queue keys.
  * All share the lock key's hash tag, so they live on one Cluster slot.
  *

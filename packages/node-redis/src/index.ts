@@ -12,3 +12,6 @@ export * as EffectRedisBackend from "./EffectRedisBackend.ts"
 
 /** @since 0.3.0 */
 export * as FencedWrite from "./FencedWrite.ts"
+
+/** @since 0.3.0 */
+export * as LockAdmin from "./LockAdmin.ts"

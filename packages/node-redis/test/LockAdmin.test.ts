@@ -1,0 +1,124 @@
+// The admin API on real servers: inspecting a held lock (remaining lease, fencing token, waiters),
+// listing a namespace with SCAN (on every master of a Cluster), and forcing a lock free only with an
+// explicit flag.
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import { Lease, Lock, LockScripts } from "@sage/lock"
+import { ClusterTopology, RedisServer } from "@sage/lock-testkit"
+import { createClient, createCluster } from "redis"
+import * as LockAdmin from "../src/LockAdmin.ts"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+const connect = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(() => {
+      const client = createClient({ url })
+      client.on("error", () => {})
+      return client.connect()
+    }),
+    (client) => Effect.promise(() => client.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
+  )
+
+describe("LockAdmin", () => {
+  it.live("inspects a held lock, lists the namespace, and forces a lock free only when told to", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: "redis7" })
+      const client = yield* connect(server.url)
+      // The backend lives as long as the test: each client is made over it.
+      const backend = yield* Layer.build(NodeRedisBackend.layer({ url: server.url }))
+      const lock = yield* Lock.make({ namespace: "admin", leaseDuration: "5 seconds" }).pipe(Effect.provide(backend))
+      const key = LockScripts.lockKey("admin", "job:1")
+      assert.strictEqual(key, "admin:{job:1}")
+
+      const free = yield* LockAdmin.inspect(client, key)
+      assert.isFalse(free.held)
+      assert.strictEqual(free.waiters, 0)
+
+      const inside = yield* Deferred.make<number>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Lease.Lease.use((lease) =>
+        Effect.andThen(Deferred.succeed(inside, lease.fencingToken), Deferred.await(release))
+      ).pipe(lock.withLock("job:1", { waitTimeout: "5 seconds" }), Effect.forkChild)
+      const token = yield* Deferred.await(inside)
+      const other = yield* Lock.make({ namespace: "admin", leaseDuration: "5 seconds" }).pipe(Effect.provide(backend))
+      const waiter = yield* other.withLock("job:1", { waitTimeout: "10 seconds" })(Effect.void).pipe(Effect.forkChild)
+      yield* Effect.sleep("300 millis")
+
+      const held = yield* LockAdmin.inspect(client, key)
+      assert.isTrue(held.held)
+      assert.isAbove(held.remainingMillis!, 0)
+      assert.isAtMost(held.remainingMillis!, 5_000)
+      assert.strictEqual(held.lastFencingToken, token, "the holder's fencing token")
+      assert.strictEqual(held.waiters, 1, "the other client is registered as waiting")
+
+      yield* lock.withLock("job:2", { waitTimeout: "1 second" })(Effect.void)
+      const listed = yield* LockAdmin.list(client, "admin")
+      assert.deepStrictEqual(
+        listed.map((info) => [info.key, info.held]),
+        [
+          ["admin:{job:1}", true],
+          ["admin:{job:2}", false]
+        ],
+        "a released lock is listed while its fencing token is kept"
+      )
+      assert.deepStrictEqual(yield* LockAdmin.list(client, "other"), [])
+
+      const refused = yield* LockAdmin.forceRelease(client, key, {} as never).pipe(Effect.flip)
+      assert.strictEqual(refused._tag, "InvalidArgument")
+      assert.isTrue((yield* LockAdmin.inspect(client, key)).held, "nothing was released without the flag")
+      assert.isTrue(yield* LockAdmin.forceRelease(client, key, { force: true }))
+      // The waiter finds the lock free at its next poll; the holder loses it at its next renewal.
+      yield* Fiber.join(waiter)
+      const lost = yield* Fiber.join(holder).pipe(Effect.flip)
+      assert.strictEqual(lost._tag, "LockLost")
+      const after = yield* LockAdmin.inspect(client, key)
+      assert.isAbove(after.lastFencingToken!, token, "tokens keep increasing after a forced release")
+      yield* Deferred.succeed(release, undefined)
+    })
+  )
+
+  it.live("rejects keys that are not lock keys", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: "redis7" })
+      const client = yield* connect(server.url)
+      for (const key of ["plain", "ns:{}", "ns:{a}:fence"]) {
+        const error = yield* LockAdmin.inspect(client, key).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "InvalidArgument", key)
+      }
+      const error = yield* LockAdmin.list(client, "").pipe(Effect.flip)
+      assert.strictEqual(error._tag, "InvalidArgument")
+    })
+  )
+
+  it.live("lists the locks of a namespace on every master of a Cluster", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: "redis7", nodeTimeoutMillis: 8_000 })
+      const cluster = createCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+      })
+      cluster.on("error", () => {})
+      yield* Effect.promise(() => cluster.connect())
+      yield* Effect.addFinalizer(() => Effect.promise(() => cluster.close()).pipe(Effect.ignore))
+      const backend = yield* Layer.build(NodeRedisBackend.layerFromCluster(cluster))
+      const lock = yield* Lock.make({ namespace: "admin", leaseDuration: "5 seconds" }).pipe(Effect.provide(backend))
+      const names = Array.from({ length: 12 }, (_, i) => `k${i}`)
+      const masters = new Set<string>()
+      for (const name of names) {
+        masters.add((yield* topology.masterFor(LockScripts.lockKey("admin", name))).url)
+        yield* lock.withLock(name, { waitTimeout: "2 seconds" })(Effect.void)
+      }
+      assert.isAbove(masters.size, 1, "the keys spread over several masters")
+      const listed = yield* LockAdmin.list(cluster, "admin")
+      assert.deepStrictEqual(
+        listed.map((info) => info.key),
+        names.map((name) => `admin:{${name}}`).toSorted()
+      )
+      const inspected = yield* LockAdmin.inspect(cluster, LockScripts.lockKey("admin", "k3"))
+      assert.isFalse(inspected.held)
+      assert.isDefined(inspected.lastFencingToken)
+    })
+  )
+})
