@@ -8,26 +8,16 @@ import * as Layer from "effect/Layer"
 import { Lease, Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
-import { createClient } from "redis"
 import * as FencedWrite from "../src/FencedWrite.ts"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-
-const connect = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(() => {
-      const client = createClient({ url })
-      client.on("error", () => {})
-      return client.connect()
-    }),
-    (client) => Effect.promise(() => client.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
-  )
+import { connectClient } from "./clients.ts"
 
 for (const flavor of ServerBinary.flavorsUnderTest()) {
   describe(`fenced writes on ${flavor}`, () => {
     it.live("accepts tokens not older than the last accepted one and rejects older ones", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const client = yield* connect(server.url)
+        const client = yield* connectClient(server.url)
         const key = "{account:1}:balance"
         assert.deepStrictEqual(yield* FencedWrite.set(client, { key, value: "10", fencingToken: 5 }), {
           _tag: "Written"
@@ -56,7 +46,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
     it.live("a holder paused past its lease cannot overwrite the next holder's write", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const client = yield* connect(server.url)
+        const client = yield* connectClient(server.url)
         const backend = yield* NodeRedisBackend.make({ url: server.url })
         const LockLive = Lock.layer({ namespace: "bank", leaseDuration: "300 millis" }).pipe(
           Layer.provide(Layer.succeed(LockBackend, backend))
@@ -88,7 +78,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
     it.live("a write already on its way when the lock was lost is rejected, and its call fails with LockLost", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const client = yield* connect(server.url)
+        const client = yield* connectClient(server.url)
         const backend = yield* NodeRedisBackend.make({ url: server.url })
         // Two clients, as two processes would be (one client would queue its own calls).
         const [holder, next] = yield* Effect.forEach([1, 2], () =>

@@ -8,25 +8,15 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { Lease, Lock, LockScripts } from "@sage/lock"
 import { ClusterTopology, RedisServer } from "@sage/lock-testkit"
-import { createClient, createCluster } from "redis"
 import * as LockAdmin from "../src/LockAdmin.ts"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-
-const connect = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(() => {
-      const client = createClient({ url })
-      client.on("error", () => {})
-      return client.connect()
-    }),
-    (client) => Effect.promise(() => client.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
-  )
+import { connectClient, connectCluster } from "./clients.ts"
 
 describe("LockAdmin", () => {
   it.live("inspects a held lock, lists the namespace, and forces a lock free only when told to", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: "redis7" })
-      const client = yield* connect(server.url)
+      const client = yield* connectClient(server.url)
       // The backend lives as long as the test: each client is made over it.
       const backend = yield* Layer.build(NodeRedisBackend.layer({ url: server.url }))
       const lock = yield* Lock.make({ namespace: "admin", leaseDuration: "5 seconds" }).pipe(Effect.provide(backend))
@@ -83,7 +73,7 @@ describe("LockAdmin", () => {
   it.live("rejects keys that are not lock keys", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: "redis7" })
-      const client = yield* connect(server.url)
+      const client = yield* connectClient(server.url)
       for (const key of ["plain", "ns:{}", "ns:{a}:fence"]) {
         const error = yield* LockAdmin.inspect(client, key).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InvalidArgument", key)
@@ -96,12 +86,7 @@ describe("LockAdmin", () => {
   it.live("lists the locks of a namespace on every master of a Cluster", () =>
     Effect.gen(function* () {
       const topology = yield* ClusterTopology.start({ flavor: "redis7", nodeTimeoutMillis: 8_000 })
-      const cluster = createCluster({
-        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
-      })
-      cluster.on("error", () => {})
-      yield* Effect.promise(() => cluster.connect())
-      yield* Effect.addFinalizer(() => Effect.promise(() => cluster.close()).pipe(Effect.ignore))
+      const cluster = yield* connectCluster(topology)
       const backend = yield* Layer.build(NodeRedisBackend.layerFromCluster(cluster))
       const lock = yield* Lock.make({ namespace: "admin", leaseDuration: "5 seconds" }).pipe(Effect.provide(backend))
       const names = Array.from({ length: 12 }, (_, i) => `k${i}`)
