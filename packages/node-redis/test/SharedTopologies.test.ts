@@ -9,8 +9,9 @@ import * as Layer from "effect/Layer"
 import { LockBackend } from "@sage/lock/LockBackend"
 import * as LockContract from "@sage/lock-testkit/contract/LockContract"
 import { ClusterTopology, type RedisServer, SentinelTopology } from "@sage/lock-testkit"
-import { createCluster, createSentinel } from "redis"
+import { createSentinel } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import { connectCluster } from "./clients.ts"
 import { clientOn, holding } from "./support.ts"
 import { sharedClusterTarget, sharedSentinelTarget } from "./targets.ts"
 import { clientOver, handoff } from "./wakeup.ts"
@@ -101,12 +102,7 @@ describe("a shared Cluster client", () => {
   it.live("wakes waiters over the client's sharded pub/sub and leaves the client open", () =>
     Effect.gen(function* () {
       const topology = yield* ClusterTopology.start({ flavor: "redis7", nodeTimeoutMillis: 8_000 })
-      const cluster = createCluster({
-        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
-      })
-      cluster.on("error", () => {})
-      yield* Effect.promise(() => cluster.connect())
-      yield* Effect.addFinalizer(() => Effect.promise(() => cluster.close()).pipe(Effect.ignore))
+      const cluster = yield* connectCluster(topology)
       const nodeFor = (key: string) => topology.masterFor(key)
       const owner = yield* topology.masterFor("wake:{k}")
       const { gap, subscribed } = yield* Effect.gen(function* () {
