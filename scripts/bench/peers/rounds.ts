@@ -30,8 +30,11 @@ export const runAll = async (
   progress: (text: string) => void
 ): Promise<ReadonlyArray<Collected>> => {
   const runId = Crypto.randomUUID().slice(0, 8)
-  const cheapWorkloads = cheap(plan)
-  const expensiveWorkloads = expensive(plan)
+  // PEERS_ONLY=id,id (e.g. held-10000) reruns some workloads alone; the report then has only those.
+  const only = process.env["PEERS_ONLY"]?.split(",").filter((id) => id.length > 0)
+  const wanted = (workload: Workload) => only === undefined || only.includes(workload.id)
+  const cheapWorkloads = cheap(plan).filter(wanted)
+  const expensiveWorkloads = expensive(plan).filter(wanted)
   const collected = [...cheapWorkloads, ...expensiveWorkloads].map((workload): Collected => ({
     workload,
     runs: emptyRuns(),
