@@ -145,6 +145,9 @@ export const check = (input: CheckInput): Counts => {
     // Time a worker spent stopped by the parent is its own, not the lock's: such calls are skipped.
     const killed = killedAt(call)
     const waitEnd = call.entered ?? call.ended ?? killed ?? input.endedAt
+    if (!faultCovers(input.workerFaults, call, waitEnd)) {
+      counts.longestWaitMillis = Math.max(counts.longestWaitMillis, Math.round((waitEnd - call.begin) / 1000))
+    }
     if (!faultCovers(input.workerFaults, call, waitEnd) && waitEnd - call.begin > waitLimit) {
       counts.hangs.push(`${call.id} waited ${Math.round((waitEnd - call.begin) / 1000)} ms`)
     }

@@ -4,6 +4,7 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import {
+  Acl,
   ClusterTopology,
   FaultProxy,
   RedisServer,
@@ -30,6 +31,8 @@ export interface Deployment {
    * then hit one worker (a partitioned client) or all of them. Empty without the `proxies` option.
    */
   readonly proxies: ReadonlyMap<number, ReadonlyMap<number, FaultProxy.FaultProxy>>
+  /** The ACL user the workers log in as, when `aclUser` was asked for. */
+  readonly auth: { readonly username: string; readonly password: string } | undefined
   /** The master that owns `redisKey` now. */
   readonly masterFor: (redisKey: string) => Effect.Effect<RedisServer.RedisServer, TestkitError.TestkitError>
   /** The replicas of that master (none on standalone). */
@@ -41,6 +44,11 @@ export interface Deployment {
 export interface DeploymentOptions {
   /** Extra arguments for every data node. */
   readonly args?: ReadonlyArray<string> | undefined
+  /**
+   * Create an ACL user with the least privilege the lock needs (see docs/topologies.md) on every data
+   * node, and have the workers log in as it (not on Sentinel).
+   */
+  readonly aclUser?: boolean | undefined
   /** Give each of this many workers its own FaultProxy in front of every data node (not on Sentinel). */
   readonly proxies?: number | undefined
 }
@@ -55,6 +63,34 @@ const proxiesFor = (nodes: ReadonlyArray<RedisServer.RedisServer>, workers: numb
     }
     return proxies
   })
+
+/** The ACL user of `aclUser` deployments: its name, password and rules (least privilege, namespace "faults"). */
+export const aclUser = { username: "locker", password: "locker-pw" } as const
+export const aclRules = (commands: ReadonlyArray<string>): Array<string> => [
+  "on",
+  `>${aclUser.password}`,
+  "resetkeys",
+  "~faults:*",
+  "resetchannels",
+  "&faults:*",
+  "-@all",
+  ...commands.map((command) => `+${command}`)
+]
+/** Every command a lock on standalone or Cluster (acknowledgement on) may run: docs/topologies.md. */
+export const lockCommands: ReadonlyArray<string> = [
+  ...Acl.commands("standalone"),
+  ...Acl.commands("cluster").filter((command) => !Acl.commands("standalone").includes(command))
+]
+
+const createAclUser = (nodes: ReadonlyArray<RedisServer.RedisServer>, options: DeploymentOptions) =>
+  options.aclUser === true
+    ? Effect.as(
+        Effect.forEach(nodes, (node) => node.command("ACL", "SETUSER", aclUser.username, ...aclRules(lockCommands)), {
+          discard: true
+        }),
+        { username: aclUser.username, password: aclUser.password }
+      )
+    : Effect.succeed(undefined)
 
 const standalone = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
   Effect.gen(function* () {
@@ -71,6 +107,7 @@ const standalone = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
       sentinel: undefined,
       cluster: undefined,
       proxies,
+      auth: yield* createAclUser([server], options),
       masterFor: () => Effect.succeed(server),
       replicasFor: () => Effect.succeed([])
     }
@@ -88,6 +125,7 @@ const sentinel = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
       sentinel: topology,
       cluster: undefined,
       proxies: new Map(),
+      auth: undefined,
       masterFor: () => topology.master(),
       replicasFor: () => topology.replicas()
     }
@@ -115,6 +153,7 @@ const cluster = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
       sentinel: undefined,
       cluster: topology,
       proxies,
+      auth: yield* createAclUser(topology.nodes, options),
       masterFor: (key) => topology.masterFor(key),
       replicasFor: (key) => Effect.map(topology.shardForSlot(ClusterTopology.keySlot(key)), (shard) => shard.replicas)
     }

@@ -54,7 +54,7 @@ const program = Effect.gen(function* () {
       `[${i + 1}/${cells.length}] ${result.pass ? "PASS" : "FAIL"} ${cell.scenario.id} ${cell.kind} ${cell.flavor} ` +
         `(${(result.millis / 1000).toFixed(1)} s) acq=${c?.acquisitions ?? "-"} timedOut=${c?.timedOut ?? "-"} ` +
         `lost=${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} ` +
-        `overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length}`
+        `errors=${c?.expectedErrors ?? "-"} overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length}`
     )
     for (const problem of result.problems.slice(0, 8)) console.log(`    ${problem}`)
     if (process.env["FAULTS_DEBUG"] === "1") for (const log of result.logs) console.log(`    log: ${log}`)

@@ -31,7 +31,12 @@ export const WorkerParams = Schema.Struct({
   waitTimeoutMillis: Schema.Int,
   bodyMinMillis: Schema.Int,
   bodyMaxMillis: Schema.Int,
-  replicaAcknowledgement: Schema.Boolean
+  /** A share (0..1) of bodies that run long instead (longBodyMillis), so that renewals happen inside bodies. */
+  longBodyShare: Schema.Finite,
+  longBodyMillis: Schema.Int,
+  replicaAcknowledgement: Schema.Boolean,
+  /** An ACL user for every connection (standalone and cluster). */
+  auth: Schema.optional(Schema.Struct({ username: Schema.String, password: Schema.String }))
 })
 export type WorkerParams = typeof WorkerParams.Type
 export const WorkerParamsJson = Schema.fromJsonString(WorkerParams)
@@ -42,8 +47,8 @@ export const monotonicMicros = (): number => Number(process.hrtime.bigint() / 10
 /**
  * One stdout line of a worker, as a JSON array:
  * - `["ready", pid]` once its lock layer is built; `["fatal", message]` if it cannot be;
- * - `["B", call, key, t]` a `withLock` call begins; `["E", call, t]` its body entered (first thing the
- *   body does); `["L", call, t]` its body left (last thing, also when failed or interrupted);
+ * - `["B", call, key, t]` a `withLock` call begins; `["E", call, t, bodyMillis]` its body entered (first thing
+ *   the body does) and how long it will run; `["L", call, t]` its body left (last thing, also when failed or interrupted);
  * - `["X", call, t, outcome, detail]` the call returned: outcome `ok`, `TimedOut`, `LockLost`,
  *   `RedisError`, `InvalidArgument` or `defect`; detail is the phase/reason or code;
  * - `["done"]` after every fiber stopped; `["closed"]` once the lock layer (its connections) is closed.
@@ -53,7 +58,7 @@ export type WorkerLine =
   | readonly ["ready", number]
   | readonly ["fatal", string]
   | readonly ["B", string, string, number]
-  | readonly ["E", string, number]
+  | readonly ["E", string, number, number]
   | readonly ["L", string, number]
   | readonly ["X", string, number, Outcome, string]
   | readonly ["done"]

@@ -55,7 +55,7 @@ export const renderReport = (input: ReportInput): string => {
     "",
     `A fresh deployment (standalone: one server; Sentinel: a master, 2 replicas, 3 sentinels; Cluster: 3 masters with 1 replica each), ` +
       `then ${settings.workers} worker processes with ${settings.fibers} fibers each loop \`withLock\` on ${settings.keys} keys ` +
-      `(lease ${settings.leaseMillis} ms, \`waitTimeout\` ${settings.waitTimeoutMillis} ms, bodies of ${settings.bodyMinMillis}-${settings.bodyMaxMillis} ms, ` +
+      `(lease ${settings.leaseMillis} ms, \`waitTimeout\` ${settings.waitTimeoutMillis} ms, bodies of ${settings.bodyMinMillis}-${settings.bodyMaxMillis} ms and ${Math.round(settings.longBodyShare * 100)} % of ${settings.longBodyMillis} ms, which span renewals, ` +
       `replica acknowledgement on). After ${settings.warmupMillis} ms the fault is injected; after it heals the workers run for ${settings.recoveryMillis} ms more, then stop. ` +
       "Every body writes its entry and exit on the host's monotonic clock (CLOCK_MONOTONIC, shared by all processes), and an independent checker " +
       "(scripts/faults/checker.ts) reads only those lines and the parent's record of paused or killed workers.",

@@ -18,6 +18,9 @@ export interface Settings {
   readonly waitTimeoutMillis: number
   readonly bodyMinMillis: number
   readonly bodyMaxMillis: number
+  /** A share of bodies that run `longBodyMillis` instead, long enough to need renewals. */
+  readonly longBodyShare: number
+  readonly longBodyMillis: number
   /** Contention before the fault. */
   readonly warmupMillis: number
   /** Contention after the fault healed: long enough for lost leases to lapse and the queue to move. */
@@ -32,6 +35,8 @@ export const defaultSettings: Settings = {
   waitTimeoutMillis: 4000,
   bodyMinMillis: 30,
   bodyMaxMillis: 150,
+  longBodyShare: 0.05,
+  longBodyMillis: 4000,
   warmupMillis: 1500,
   recoveryMillis: 5000
 }
@@ -67,8 +72,10 @@ interface Worker {
   done: boolean
   closed: boolean
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined
-  /** Calls whose body entered and has not left. */
-  readonly inBody: Set<string>
+  /** Calls whose body entered and has not left, with the body's planned length and key. */
+  readonly inBody: Map<string, { readonly bodyMillis: number; readonly key: string }>
+  /** The key of every call under way. */
+  readonly keyOf: Map<string, string>
 }
 
 const spawnWorker = (
@@ -95,7 +102,8 @@ const spawnWorker = (
     done: false,
     closed: false,
     exit: undefined,
-    inBody: new Set()
+    inBody: new Map(),
+    keyOf: new Map()
   }
   Readline.createInterface({ input: child.stdout!, crlfDelay: Infinity }).on("line", (text) => {
     const line = parseLine(text)
@@ -105,8 +113,10 @@ const spawnWorker = (
     else if (line[0] === "done") worker.done = true
     else if (line[0] === "closed") worker.closed = true
     else if (line[0] === "fatal") unhandled.push(`worker ${params.worker}: ${line[1]}`)
-    else if (line[0] === "E") worker.inBody.add(line[1])
+    else if (line[0] === "B") worker.keyOf.set(line[1], line[2])
+    else if (line[0] === "E") worker.inBody.set(line[1], { bodyMillis: line[3], key: worker.keyOf.get(line[1]) ?? "" })
     else if (line[0] === "L") worker.inBody.delete(line[1])
+    else if (line[0] === "X") worker.keyOf.delete(line[1])
   })
   Readline.createInterface({ input: child.stderr!, crlfDelay: Infinity }).on("line", log)
   child.once("close", (code, signal) => {
@@ -170,7 +180,10 @@ export const runCell = (
                   waitTimeoutMillis: settings.waitTimeoutMillis,
                   bodyMinMillis: settings.bodyMinMillis,
                   bodyMaxMillis: settings.bodyMaxMillis,
-                  replicaAcknowledgement: true
+                  longBodyShare: settings.longBodyShare,
+                  longBodyMillis: settings.longBodyMillis,
+                  replicaAcknowledgement: true,
+                  ...(deployment.auth === undefined ? {} : { auth: deployment.auth })
                 },
                 lines,
                 unhandled,
@@ -190,6 +203,7 @@ export const runCell = (
         const context: FaultContext = {
           deployment,
           leaseMillis: settings.leaseMillis,
+          longBodyMillis: settings.longBodyMillis,
           redisKeys,
           pauseWorker: (n, millis) =>
             Effect.gen(function* () {
@@ -207,13 +221,17 @@ export const runCell = (
               w.child.kill("SIGKILL")
               workerFaults.push({ worker: n, from: monotonicMicros(), to: Infinity })
             }),
-          holderWorker: Effect.gen(function* () {
-            for (;;) {
-              const holder = workers.find((w) => w.inBody.size > 0 && w.exit === undefined)
-              if (holder !== undefined) return holder.worker
-              yield* Effect.sleep(5)
-            }
-          })
+          holderWorker: (minBodyMillis = 0) =>
+            Effect.gen(function* () {
+              for (;;) {
+                for (const w of workers) {
+                  if (w.exit !== undefined) continue
+                  const body = [...w.inBody.values()].find((candidate) => candidate.bodyMillis >= minBodyMillis)
+                  if (body !== undefined) return { worker: w.worker, redisKey: `${namespace}:{${body.key}}` }
+                }
+                yield* Effect.sleep(5)
+              }
+            })
         }
         const injected = yield* Effect.result(
           Effect.scoped(scenario.inject(context)).pipe(Effect.timeout("90 seconds"))
@@ -223,7 +241,7 @@ export const runCell = (
         yield* Effect.sleep(settings.recoveryMillis)
         const stoppedAt = monotonicMicros()
         for (const w of workers) w.child.stdin?.write("stop\n")
-        const bound = settings.waitTimeoutMillis + settings.bodyMaxMillis + 4000
+        const bound = settings.waitTimeoutMillis + settings.longBodyMillis + 4000
         yield* waitFor(() => workers.every((w) => w.done || w.exit !== undefined), bound)
         const endedAt = monotonicMicros()
         for (const w of workers) {

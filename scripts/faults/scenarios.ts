@@ -14,6 +14,7 @@ import {
   SentinelTopology,
   type TestkitError
 } from "@sage/lock-testkit"
+import * as Deployments from "./deployments.ts"
 import type { Deployment, DeploymentKind, DeploymentOptions } from "./deployments.ts"
 
 export interface FaultContext {
@@ -25,8 +26,15 @@ export interface FaultContext {
   readonly pauseWorker: (worker: number, millis: number) => Effect.Effect<void>
   /** SIGKILL worker `worker` (recorded for the checker). */
   readonly killWorker: (worker: number) => Effect.Effect<void>
-  /** Waits until some worker is inside a lock body and returns its number. */
-  readonly holderWorker: Effect.Effect<number>
+  /**
+   * Waits until some worker is inside a lock body at least `minBodyMillis` long; returns the worker's
+   * number and the Redis key it holds.
+   */
+  readonly holderWorker: (
+    minBodyMillis?: number
+  ) => Effect.Effect<{ readonly worker: number; readonly redisKey: string }>
+  /** The length of the long bodies (which span renewals). */
+  readonly longBodyMillis: number
 }
 
 export type Expectation = "exclusion" | "violation"
@@ -259,16 +267,35 @@ export const scenarios: ReadonlyArray<Scenario> = [
   },
   {
     id: "key-theft",
-    fault: "another owner overwrites the first lock key (SET, PX 1500) [S7b]",
+    fault: "another owner overwrites a key held by a long body (SET, PX 1500) [S7b]",
     deployments: all,
     expect: "violation",
     lockLostRequired: true,
     why: "the holder must get LockLost and must not delete the thief's key; the key frees itself after 1.5 s",
     inject: (context) =>
       Effect.gen(function* () {
-        yield* context.holderWorker
-        yield* Faults.stealKey(yield* target(context), context.redisKeys[0] ?? "", "thief", 1500)
+        const { redisKey } = yield* context.holderWorker(context.longBodyMillis)
+        yield* Faults.stealKey(yield* context.deployment.masterFor(redisKey), redisKey, "thief", 1500)
         yield* Effect.sleep(1500)
+      })
+  },
+  {
+    id: "acl-change",
+    fault: "the workers' ACL user loses EVALSHA/EVAL for 1.5 s, then gets them back [S8]",
+    deployments: direct,
+    expect: "exclusion",
+    expectedErrorCodes: ["NOPERM"],
+    why: "NOPERM is permanent: calls fail at once with RedisError, holders whose renewal is refused get LockLost (failed) and their bodies are interrupted",
+    deploymentOptions: { aclUser: true },
+    inject: (context) =>
+      Effect.gen(function* () {
+        const nodes = context.deployment.nodes
+        const set = (...rules: ReadonlyArray<string>) =>
+          Effect.forEach(nodes, (node) => node.command("ACL", "SETUSER", Deployments.aclUser.username, ...rules), {
+            discard: true
+          })
+        yield* set("-evalsha", "-eval")
+        yield* Effect.sleep(1500).pipe(Effect.ensuring(Effect.ignore(set("+evalsha", "+eval"))))
       })
   },
   {
@@ -279,7 +306,9 @@ export const scenarios: ReadonlyArray<Scenario> = [
     lockLostRequired: true,
     why: "a paused holder outlives its lease (semantics.md, Limits); when it resumes, its call must end with LockLost",
     inject: (context) =>
-      Effect.flatMap(context.holderWorker, (worker) => context.pauseWorker(worker, context.leaseMillis + 1500))
+      Effect.flatMap(context.holderWorker(context.longBodyMillis), ({ worker }) =>
+        context.pauseWorker(worker, context.leaseMillis + 1500)
+      )
   },
   {
     id: "holder-killed",
@@ -289,7 +318,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
     why: "the lease frees the key; the others acquire after it ends",
     inject: (context) =>
       Effect.gen(function* () {
-        yield* context.killWorker(yield* context.holderWorker)
+        yield* context.killWorker((yield* context.holderWorker()).worker)
         yield* Effect.sleep(context.leaseMillis)
       })
   },
@@ -328,7 +357,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
     deploymentOptions: { proxies: 2 },
     inject: (context) =>
       Effect.gen(function* () {
-        const worker = yield* context.holderWorker
+        const { worker } = yield* context.holderWorker(context.longBodyMillis)
         const cut = proxiesOf(context, [worker])
         yield* eachProxy(cut, (proxy) => proxy.stall)
         yield* Effect.sleep(context.leaseMillis + 1500).pipe(Effect.ensuring(eachProxy(cut, (proxy) => proxy.heal)))

@@ -10,7 +10,14 @@ import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
 import { Lock, type LockBackend, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
-import { type Connection, monotonicMicros, type Outcome, type WorkerLine, WorkerParamsJson } from "./protocol.ts"
+import {
+  type Connection,
+  monotonicMicros,
+  type Outcome,
+  type WorkerLine,
+  type WorkerParams,
+  WorkerParamsJson
+} from "./protocol.ts"
 
 // Pipe writes are synchronous on Linux: a line written before a SIGKILL or SIGSTOP reaches the parent.
 const emit = (line: WorkerLine): void => {
@@ -41,17 +48,24 @@ const listenToParent = (): void => {
 }
 
 const backendLayer = (
-  connection: Connection
+  connection: Connection,
+  auth: WorkerParams["auth"]
 ): Layer.Layer<LockBackend.LockBackend, LockError.RedisError | LockError.InvalidArgument> => {
+  const credentials = auth === undefined ? {} : { username: auth.username, password: auth.password }
   switch (connection._tag) {
     case "standalone":
-      return NodeRedisBackend.layer({ url: connection.url })
+      return NodeRedisBackend.layer({ url: connection.url, ...credentials })
     case "sentinel":
-      return NodeRedisBackend.layerSentinel({ name: connection.masterName, sentinels: connection.sentinels })
+      return NodeRedisBackend.layerSentinel({
+        name: connection.masterName,
+        sentinels: connection.sentinels,
+        nodeClientOptions: credentials
+      })
     case "cluster": {
       const map = connection.addressMap
       return NodeRedisBackend.layerCluster({
         rootNodes: connection.rootUrls.map((url) => ({ url })),
+        defaults: credentials,
         ...(map === undefined ? {} : { nodeAddressMap: (address: string) => map[address] ?? undefined })
       })
     }
@@ -92,8 +106,10 @@ const program = Effect.gen(function* () {
           const call = `${params.worker}.${f}.${n}`
           const key = params.keys[Math.floor(Math.random() * params.keys.length)] ?? "k"
           const bodyMillis =
-            params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
-          const body = Effect.sync(() => emit(["E", call, monotonicMicros()])).pipe(
+            Math.random() < params.longBodyShare
+              ? params.longBodyMillis
+              : params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
+          const body = Effect.sync(() => emit(["E", call, monotonicMicros(), bodyMillis])).pipe(
             Effect.andThen(Effect.sleep(bodyMillis)),
             Effect.ensuring(Effect.sync(() => emit(["L", call, monotonicMicros()])))
           )
@@ -129,7 +145,7 @@ const program = Effect.gen(function* () {
         leaseDuration: params.leaseMillis,
         namespace: params.namespace,
         replicaAcknowledgement: params.replicaAcknowledgement
-      }).pipe(Layer.provide(backendLayer(params.connection)))
+      }).pipe(Layer.provide(backendLayer(params.connection, params.auth)))
     ),
     Effect.tapCause((cause) => Effect.sync(() => emit(["fatal", Cause.pretty(cause).split("\n")[0] ?? "fatal"])))
   )
