@@ -3,6 +3,7 @@
 // date and running time. Never edit that file by hand; rerun this instead.
 //
 //   npm run faults                                   # the whole matrix, writes docs/faults.md
+//   npm run faults -- --jobs 2                       # two cells at a time
 //   npm run faults -- --scenarios baseline,key-theft --deployments standalone --servers redis7
 //   (a filtered run writes nothing unless --out FILE is given)
 import * as Effect from "effect/Effect"
@@ -44,21 +45,30 @@ const program = Effect.gen(function* () {
       for (const flavor of flavors) cells.push({ scenario, kind, flavor })
     }
   }
+  // Cells are independent (own servers, ports, temp dirs, workers): `--jobs N` runs N at a time.
+  const jobs = Math.max(1, Number(argument("jobs") ?? 1))
   const started = Date.now()
-  const results: Array<CellResult> = []
-  for (const [i, cell] of cells.entries()) {
-    const result = yield* runCell(cell.scenario, cell.kind, cell.flavor, defaultSettings)
-    results.push(result)
-    const c = result.counts
-    console.log(
-      `[${i + 1}/${cells.length}] ${result.pass ? "PASS" : "FAIL"} ${cell.scenario.id} ${cell.kind} ${cell.flavor} ` +
-        `(${(result.millis / 1000).toFixed(1)} s) acq=${c?.acquisitions ?? "-"} timedOut=${c?.timedOut ?? "-"} ` +
-        `lost=${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} ` +
-        `errors=${c?.expectedErrors ?? "-"} overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length}`
-    )
-    for (const problem of result.problems.slice(0, 8)) console.log(`    ${problem}`)
-    if (process.env["FAULTS_DEBUG"] === "1") for (const log of result.logs) console.log(`    log: ${log}`)
-  }
+  let finished = 0
+  const results: Array<CellResult> = yield* Effect.forEach(
+    cells,
+    (cell) =>
+      Effect.tap(runCell(cell.scenario, cell.kind, cell.flavor, defaultSettings), (result) =>
+        Effect.sync(() => {
+          finished++
+          const c = result.counts
+          console.log(
+            `[${finished}/${cells.length}] ${result.pass ? "PASS" : "FAIL"} ${cell.scenario.id} ${cell.kind} ${cell.flavor} ` +
+              `(${(result.millis / 1000).toFixed(1)} s) acq=${c?.acquisitions ?? "-"} timedOut=${c?.timedOut ?? "-"} ` +
+              `lost=${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} ` +
+              `errors=${c?.expectedErrors ?? "-"} overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} ` +
+              `gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length}`
+          )
+          for (const problem of result.problems.slice(0, 8)) console.log(`    ${problem}`)
+          if (process.env["FAULTS_DEBUG"] === "1") for (const log of result.logs) console.log(`    log: ${log}`)
+        })
+      ),
+    { concurrency: jobs }
+  )
   const totalMillis = Date.now() - started
   const failed = results.filter((r) => !r.pass).length
   console.log(`${results.length} cells, ${failed} failed, ${(totalMillis / 1000).toFixed(0)} s`)
@@ -66,7 +76,7 @@ const program = Effect.gen(function* () {
     const versions = yield* serverVersions(flavors)
     Fs.writeFileSync(
       out,
-      renderReport({ results, totalMillis, versions, settings: defaultSettings, date: new Date(), filtered })
+      renderReport({ results, totalMillis, versions, settings: defaultSettings, date: new Date(), filtered, jobs })
     )
     console.log(`wrote ${out}`)
   }

@@ -34,6 +34,8 @@ export interface ReportInput {
   readonly settings: Settings
   readonly date: Date
   readonly filtered: boolean
+  /** Cells run at a time. */
+  readonly jobs: number
 }
 
 export const renderReport = (input: ReportInput): string => {
@@ -46,7 +48,8 @@ export const renderReport = (input: ReportInput): string => {
     "",
     `Run on ${input.date.toISOString().slice(0, 16).replace("T", " ")} UTC${input.filtered ? " (a filtered subset of the matrix)" : ""}: ` +
       `${results.length} cells, ${results.length - failed.length} passed, ${failed.length} failed, in ` +
-      `${Math.round(input.totalMillis / 1000)} s (${(input.totalMillis / 60_000).toFixed(1)} min) on a 2-core machine.`,
+      `${Math.round(input.totalMillis / 1000)} s (${(input.totalMillis / 60_000).toFixed(1)} min) on a 2-core machine shared with other work, ` +
+      `${input.jobs} cell${input.jobs === 1 ? "" : "s"} at a time.`,
     "",
     `Versions: @sage/lock ${packageVersion("lock")}, @sage/lock-node-redis ${packageVersion("node-redis")}, ` +
       `Node ${process.versions.node}, ${input.versions.join(", ")}.`,
