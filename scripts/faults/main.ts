@@ -4,6 +4,7 @@
 //
 //   npm run faults                                   # the whole matrix, writes docs/faults.md
 //   npm run faults -- --jobs 2                       # two cells at a time
+//   npm run faults -- --alternate                    # each scenario x deployment on one flavor, alternating
 //   npm run faults -- --scenarios baseline,key-theft --deployments standalone --servers redis7
 //   (a filtered run writes nothing unless --out FILE is given)
 import * as Effect from "effect/Effect"
@@ -38,11 +39,17 @@ const program = Effect.gen(function* () {
   const flavors = ServerBinary.all.filter((f) => onlyServers === undefined || onlyServers.includes(f))
   const kinds = deploymentKinds.filter((k) => onlyDeployments === undefined || onlyDeployments.includes(k))
   const cells: Array<{ scenario: (typeof scenarios)[number]; kind: DeploymentKind; flavor: ServerBinary.Flavor }> = []
+  // `--alternate`: each scenario x deployment on one flavor, taking turns, so both flavors are covered
+  // across the matrix in half the time.
+  const alternate = process.argv.includes("--alternate")
+  let group = 0
   for (const scenario of scenarios) {
     if (onlyScenarios !== undefined && !onlyScenarios.includes(scenario.id)) continue
     for (const kind of kinds) {
       if (!scenario.deployments.includes(kind)) continue
-      for (const flavor of flavors) cells.push({ scenario, kind, flavor })
+      const chosen = alternate ? [flavors[group % flavors.length] ?? "redis7"] : flavors
+      group++
+      for (const flavor of chosen) cells.push({ scenario, kind, flavor })
     }
   }
   // Cells are independent (own servers, ports, temp dirs, workers): `--jobs N` runs N at a time.
@@ -76,7 +83,16 @@ const program = Effect.gen(function* () {
     const versions = yield* serverVersions(flavors)
     Fs.writeFileSync(
       out,
-      renderReport({ results, totalMillis, versions, settings: defaultSettings, date: new Date(), filtered, jobs })
+      renderReport({
+        results,
+        totalMillis,
+        versions,
+        settings: defaultSettings,
+        date: new Date(),
+        filtered,
+        jobs,
+        alternate
+      })
     )
     console.log(`wrote ${out}`)
   }

@@ -36,6 +36,8 @@ export interface ReportInput {
   readonly filtered: boolean
   /** Cells run at a time. */
   readonly jobs: number
+  /** Each scenario x deployment ran on one flavor, alternating. */
+  readonly alternate: boolean
 }
 
 export const renderReport = (input: ReportInput): string => {
@@ -49,7 +51,12 @@ export const renderReport = (input: ReportInput): string => {
     `Run on ${input.date.toISOString().slice(0, 16).replace("T", " ")} UTC${input.filtered ? " (a filtered subset of the matrix)" : ""}: ` +
       `${results.length} cells, ${results.length - failed.length} passed, ${failed.length} failed, in ` +
       `${Math.round(input.totalMillis / 1000)} s (${(input.totalMillis / 60_000).toFixed(1)} min) on a 2-core machine shared with other work, ` +
-      `${input.jobs} cell${input.jobs === 1 ? "" : "s"} at a time.`,
+      `${input.jobs} cell${input.jobs === 1 ? "" : "s"} at a time.` +
+      (input.alternate
+        ? " This run is the documented half matrix (`--alternate`): each scenario x deployment ran on one server flavor, " +
+          "the flavors taking turns, so both are covered across the table; `npm run faults` without it runs every cell on both " +
+          "flavors (about twice as long)."
+        : ""),
     "",
     `Versions: @sage/lock ${packageVersion("lock")}, @sage/lock-node-redis ${packageVersion("node-redis")}, ` +
       `Node ${process.versions.node}, ${input.versions.join(", ")}.`,
@@ -101,6 +108,7 @@ export const renderReport = (input: ReportInput): string => {
   for (const r of failed) {
     lines.push(`- **${r.scenario.id}**, ${r.deployment}, ${r.flavor}:`)
     for (const problem of r.problems.slice(0, 10)) lines.push(`  - ${cell(problem)}`)
+    for (const log of r.logs.filter((line) => line.includes("still alive")).slice(0, 2)) lines.push(`  - ${cell(log)}`)
   }
   lines.push(
     "",

@@ -165,7 +165,11 @@ export const runCell = (
     const redisKeys = keys.map((key) => `${namespace}:{${key}}`)
     const outcome = yield* Effect.scoped(
       Effect.gen(function* () {
-        const deployment = yield* Deployments.start(kind, flavor, scenario.deploymentOptions)
+        // Starting six cluster nodes on a loaded 2-core machine sometimes misses a 1 s admin-command
+        // timeout: that is the harness, not the lock, so a failed start is retried (twice) before it counts.
+        const deployment = yield* Deployments.start(kind, flavor, scenario.deploymentOptions).pipe(
+          Effect.retry({ times: 2 })
+        )
         const workers = yield* Effect.acquireRelease(
           Effect.sync(() =>
             Array.from({ length: settings.workers }, (_, i) =>

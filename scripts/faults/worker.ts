@@ -151,7 +151,8 @@ const program = Effect.gen(function* () {
   )
   // The lock layer (and its connections) is closed now; the process should exit by itself.
   emit(["closed"])
-  if (process.env["FAULTS_DEBUG"] === "1") {
+  {
+    // Says what keeps the process alive if it does not exit: the parent reports it with the failure.
     setTimeout(() => {
       const handles = (process as unknown as { _getActiveHandles: () => Array<unknown> })._getActiveHandles()
       process.stderr.write(`still alive 2 s after closing: ${handles.map(describeHandle).join(", ")}\n`)

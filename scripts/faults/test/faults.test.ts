@@ -16,7 +16,7 @@ const flavorAt = (i: number): ServerBinary.Flavor => flavors[i % flavors.length]
 
 const subset: ReadonlyArray<readonly [string, DeploymentKind]> = [
   ["holder-paused", "standalone"],
-  ["partition-one-holder", "standalone"],
+  ["lost-replies", "standalone"],
   ["sentinel-failover", "sentinel"],
   ["replica-stall", "sentinel"],
   ["cluster-failover-force", "cluster"],
