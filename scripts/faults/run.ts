@@ -37,8 +37,8 @@ export const defaultSettings: Settings = {
   bodyMaxMillis: 150,
   longBodyShare: 0.05,
   longBodyMillis: 4000,
-  warmupMillis: 1500,
-  recoveryMillis: 5000
+  warmupMillis: 1000,
+  recoveryMillis: 4000
 }
 
 /** The settings of the CI subset (scripts/faults/test): shorter phases, the same lease. */

@@ -106,7 +106,8 @@ const program = Effect.gen(function* () {
           const call = `${params.worker}.${f}.${n}`
           const key = params.keys[Math.floor(Math.random() * params.keys.length)] ?? "k"
           const bodyMillis =
-            Math.random() < params.longBodyShare
+            // Once stopping, no new long body: the run ends sooner and every long body began under the fault.
+            Math.random() < params.longBodyShare && !control.stopping
               ? params.longBodyMillis
               : params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
           const body = Effect.sync(() => emit(["E", call, monotonicMicros(), bodyMillis])).pipe(
