@@ -76,6 +76,15 @@ const program = Effect.gen(function* () {
       ),
     { concurrency: jobs }
   )
+  // A cell whose deployment would not start or whose fault could not be injected says nothing about
+  // the lock: it is run once more, and the table shows that second run (and says how many there were).
+  const reruns = results.flatMap((result, i) => (result.harnessFailure ? [i] : []))
+  for (const i of reruns) {
+    const cell = cells[i]
+    if (cell === undefined) continue
+    console.log(`rerunning ${cell.scenario.id} ${cell.kind} ${cell.flavor} after a harness failure`)
+    results[i] = yield* runCell(cell.scenario, cell.kind, cell.flavor, defaultSettings)
+  }
   const totalMillis = Date.now() - started
   const failed = results.filter((r) => !r.pass).length
   console.log(`${results.length} cells, ${failed} failed, ${(totalMillis / 1000).toFixed(0)} s`)
@@ -91,7 +100,8 @@ const program = Effect.gen(function* () {
         date: new Date(),
         filtered,
         jobs,
-        alternate
+        alternate,
+        reruns: reruns.length
       })
     )
     console.log(`wrote ${out}`)

@@ -38,6 +38,8 @@ export interface ReportInput {
   readonly jobs: number
   /** Each scenario x deployment ran on one flavor, alternating. */
   readonly alternate: boolean
+  /** Cells run a second time because the harness failed (setup or injection), not the lock. */
+  readonly reruns: number
 }
 
 export const renderReport = (input: ReportInput): string => {
@@ -56,6 +58,10 @@ export const renderReport = (input: ReportInput): string => {
         ? " This run is the documented half matrix (`--alternate`): each scenario x deployment ran on one server flavor, " +
           "the flavors taking turns, so both are covered across the table; `npm run faults` without it runs every cell on both " +
           "flavors (about twice as long)."
+        : "") +
+      (input.reruns > 0
+        ? ` ${input.reruns} cell${input.reruns === 1 ? " was" : "s were"} run a second time because the harness failed the first time ` +
+          "(a deployment that would not start or a fault that could not be injected on the loaded machine); the table shows the second run."
         : ""),
     "",
     `Versions: @sage/lock ${packageVersion("lock")}, @sage/lock-node-redis ${packageVersion("node-redis")}, ` +

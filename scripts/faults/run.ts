@@ -55,6 +55,8 @@ export interface CellResult {
   readonly pass: boolean
   /** Why it failed, one line each. */
   readonly problems: ReadonlyArray<string>
+  /** The harness, not the lock, failed: the deployment did not start or the fault could not be injected. */
+  readonly harnessFailure: boolean
   /** The first lines the workers logged (library warnings, not protocol lines), for diagnosis. */
   readonly logs: ReadonlyArray<string>
   readonly millis: number
@@ -237,6 +239,7 @@ export const runCell = (
               }
             })
         }
+        const faultStartedAt = monotonicMicros()
         const injected = yield* Effect.result(
           Effect.scoped(scenario.inject(context)).pipe(Effect.timeout("90 seconds"))
         )
@@ -289,7 +292,7 @@ export const runCell = (
           endedAt: Math.max(endedAt, stoppedAt),
           expectedErrorCodes: scenario.expectedErrorCodes ?? []
         })
-        return { counts, left }
+        return { counts, left, faultStartedAt, healedAt }
       })
     ).pipe(
       Effect.catch((error) => {
@@ -302,6 +305,11 @@ export const runCell = (
     const problems: Array<string> = [...unhandled]
     if (counts !== undefined) {
       const lost = counts.lockLost.acquire + counts.lockLost.renew + counts.lockLost.release
+      const window = `fault injected at ${((outcome?.faultStartedAt ?? 0) / 1000).toFixed(1)}, healed at ${(
+        (outcome?.healedAt ?? 0) / 1000
+      ).toFixed(1)} (ms, monotonic)`
+      const failing = scenario.expect === "exclusion" ? counts.overlaps : counts.overlaps.filter((o) => !o.surfaced)
+      if (failing.length > 0) problems.push(window)
       if (scenario.expect === "exclusion") {
         for (const overlap of counts.overlaps)
           problems.push(`overlap where exclusion is promised: ${describeOverlap(overlap)}`)
@@ -319,6 +327,9 @@ export const runCell = (
     }
     for (const key of keysLeft) problems.push(`key left behind: ${key}`)
     return {
+      harnessFailure: unhandled.some(
+        (line) => line.startsWith("setup failed") || line.startsWith("fault injection failed")
+      ),
       scenario,
       deployment: kind,
       flavor,
