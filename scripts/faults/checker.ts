@@ -149,7 +149,11 @@ export const check = (input: CheckInput): Counts => {
       counts.longestWaitMillis = Math.max(counts.longestWaitMillis, Math.round((waitEnd - call.begin) / 1000))
     }
     if (!faultCovers(input.workerFaults, call, waitEnd) && waitEnd - call.begin > waitLimit) {
-      counts.hangs.push(`${call.id} waited ${Math.round((waitEnd - call.begin) / 1000)} ms`)
+      counts.hangs.push(
+        `${call.id} waited ${Math.round((waitEnd - call.begin) / 1000)} ms (${call.outcome ?? "still open"} ${
+          call.detail ?? ""
+        }${call.entered === undefined ? "" : ", then entered its body"})`
+      )
     }
     if (call.left !== undefined && killed === undefined) {
       const end = call.ended ?? input.endedAt

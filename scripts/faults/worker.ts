@@ -77,7 +77,8 @@ const detailOf = (error: { readonly _tag: string } & Record<string, unknown>): s
     case "LockLost":
       return `${String(error["phase"])}/${String(error["reason"])}`
     case "TimedOut":
-      return String(error["reason"])
+      // reason, attempts made, what the error says was waited: attempts 0 means the in-process turn never came.
+      return `${String(error["reason"])}/${String(error["attempts"])}/${String(error["waitedMillis"])}ms`
     case "RedisError":
       return `${String(error["code"])}: ${String(error["command"])}: ${String(error["reply"]).slice(0, 160)}`
     case "InvalidArgument":
