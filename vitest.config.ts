@@ -5,7 +5,7 @@ import { defineConfig } from "vitest/config"
 // Vite's default server condition list ("development|production" picks the mode's condition).
 const conditions = ["@sage/source", "module", "node", "development|production"]
 
-const project = (name: string, root: string) => ({
+const project = (name: string, root: string, extra: { readonly maxConcurrency?: number } = {}) => ({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ["@sage/source", "node", "module-sync"] } },
   test: {
@@ -13,7 +13,8 @@ const project = (name: string, root: string) => ({
     root,
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
-    hookTimeout: 60_000
+    hookTimeout: 60_000,
+    ...extra
   }
 })
 
@@ -23,7 +24,10 @@ export default defineConfig({
     projects: [
       project("lock", "packages/lock"),
       project("node-redis", "packages/node-redis"),
-      project("testkit", "packages/testkit")
+      project("testkit", "packages/testkit"),
+      // The fault matrix's CI subset (scripts/faults/test); `npm run faults` runs the whole matrix.
+      // Each cell runs servers and worker processes: three at a time keeps a 2-core machine responsive.
+      project("faults", "scripts/faults", { maxConcurrency: 3 })
     ]
   }
 })

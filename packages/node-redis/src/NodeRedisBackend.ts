@@ -107,8 +107,19 @@ export interface ClusterOptions extends CommonOptions {
   readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
 }
 
+// Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
-  new InvalidArgument({ field, value: String(value), reason })
+  new InvalidArgument({
+    field,
+    value: Address.redactCredentials(String(value)),
+    reason: Address.redactCredentials(reason)
+  })
+
+/** A URL node-redis would throw on (with the password on the error) is refused here instead. */
+const checkUrl = (field: string, url: unknown): Effect.Effect<void, InvalidArgument> => {
+  const problem = url === undefined ? undefined : Address.checkRedisUrl(url)
+  return problem === undefined ? Effect.void : Effect.fail(invalid(field, url, `the URL ${problem}`))
+}
 
 const validate = (
   options: CommonOptions
@@ -135,6 +146,7 @@ export const make = (
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout } = yield* validate(options)
+    yield* checkUrl("url", options.url)
     const { dedicatedPool: _pool, connectTimeoutMillis: _timeout, ...clientOptions } = options
     const client = yield* Standalone.connect(clientOptions as RedisClientOptions, connectTimeout)
     return yield* Standalone.fromClient(client, "node-redis standalone")
@@ -436,6 +448,7 @@ export const makeCluster = (
     if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
       return yield* invalid("rootNodes", JSON.stringify(options.rootNodes), "at least one node is needed")
     }
+    for (const node of options.rootNodes) yield* checkUrl("rootNodes", node?.url)
     const cluster = yield* ClusterTopology.connect(
       {
         rootNodes: options.rootNodes,
@@ -636,8 +649,10 @@ export const layerClusterConfig = (
     Effect.gen(function* () {
       const config = yield* Config.unwrap(options)
       const urls = commaList(config.nodes)
-      const bad = urls.find((url) => !/^rediss?:$/.test(URL.parse(url)?.protocol ?? ""))
-      if (bad !== undefined) return yield* invalid("nodes", config.nodes, `"${bad}" is not a redis:// or rediss:// URL`)
+      for (const url of urls) {
+        const problem = Address.checkRedisUrl(url)
+        if (problem !== undefined) return yield* invalid("nodes", config.nodes, `"${url}" ${problem}`)
+      }
       return yield* makeCluster({ rootNodes: urls.map((url) => ({ url })), defaults: auth(config), ...pool(config) })
     })
   )

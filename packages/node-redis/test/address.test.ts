@@ -52,4 +52,23 @@ describe("addresses", () => {
       if (cluster._tag === "InvalidArgument") assert.strictEqual(cluster.field, "nodes")
     })
   )
+
+  it("redactCredentials hides every password, whatever surrounds it, and keeps the rest", () => {
+    assert.strictEqual(Address.redactCredentials("redis://u:pw@h:1/0"), "redis://u:***@h:1/0")
+    assert.strictEqual(Address.redactCredentials("rediss://:pw@h:1"), "rediss://:***@h:1")
+    assert.strictEqual(
+      Address.redactCredentials('redis://a:x@h:1,"http://b:p@ss:w@h:2" u:y@10.0.0.5:26379'),
+      'redis://a:***@h:1,"http://b:***@h:2" u:***@10.0.0.5:26379'
+    )
+    assert.strictEqual(Address.redactCredentials("redis://h:1 10.0.0.5:26379"), "redis://h:1 10.0.0.5:26379")
+    assert.strictEqual(Address.redactCredentials("redis://user@h:1"), "redis://user@h:1")
+  })
+
+  it("checkRedisUrl refuses what node-redis would throw on", () => {
+    assert.isUndefined(Address.checkRedisUrl("redis://u:p@127.0.0.1:6379/2"))
+    assert.isUndefined(Address.checkRedisUrl("rediss://host"))
+    for (const bad of ["redis://h:notaport", "http://h:1", "redis://[::1:6379", "redis://h:1/db", "nonsense", 7]) {
+      assert.isDefined(Address.checkRedisUrl(bad), String(bad))
+    }
+  })
 })

@@ -76,7 +76,8 @@ export const clusterArgs = (nodeTimeoutMillis: number): ReadonlyArray<string> =>
 
 /** `CLUSTER MYID` (stable across `restart`, since the node's `nodes.conf` survives it). */
 export const nodeId = (node: RedisServer.RedisServer): Effect.Effect<string, TestkitError> =>
-  Effect.map(node.commandWith({ timeoutMs: 1000 }, "CLUSTER", "MYID"), String)
+  // Asked of six freshly started nodes at once: on a loaded machine a connection alone can take a second.
+  Effect.map(node.commandWith({ timeoutMs: 5000 }, "CLUSTER", "MYID"), String)
 
 /** A node's `CLUSTER SLOTS`, parsed. */
 export const slots = (node: RedisServer.RedisServer): Effect.Effect<Array<SlotRange>, TestkitError> =>

@@ -125,6 +125,7 @@ export const start = (options: DockerStartOptions): Effect.Effect<RedisServer, T
       host,
       port,
       url: `redis://${host}:${port}`,
+      tls: undefined,
       dir: "",
       args: options.args,
       pid: -1,

@@ -27,18 +27,23 @@ export const clientUnpause = (server: RedisServer): Effect.Effect<void, TestkitE
 export const debugSleepGraceMs = 50
 
 /**
- * Sends `DEBUG SLEEP seconds` on a connection of its own and returns once the command was written
- * (plus `debugSleepGraceMs`), while the server sleeps. The connection waits for the reply in a fiber
- * of the current scope, so nothing outlives the scope. Needs `enable-debug-command` (the kit sets it).
+ * Sends `args` on a connection of its own and returns once the command was written (plus
+ * `debugSleepGraceMs`), without waiting for the reply: for commands that block the server (DEBUG
+ * SLEEP, an endless script). The connection waits for the reply in a fiber of the current scope, so
+ * nothing outlives the scope.
  */
-export const debugSleep = (server: RedisServer, seconds: number): Effect.Effect<void, TestkitError, Scope.Scope> =>
+export const sendDetached = (
+  server: RedisServer,
+  args: ReadonlyArray<string>
+): Effect.Effect<void, TestkitError, Scope.Scope> =>
   Effect.gen(function* () {
+    const what = args.slice(0, 2).join(" ")
     const socket = yield* Effect.acquireRelease(
       Effect.callback<Net.Socket, TestkitError>((resume) => {
         const socket = Net.connect({ host: server.host, port: server.port })
         const onError = (cause: Error): void =>
           resume(
-            Effect.fail(new TestkitError({ reason: "CommandFailed", message: `DEBUG SLEEP: ${cause.message}`, cause }))
+            Effect.fail(new TestkitError({ reason: "CommandFailed", message: `${what}: ${cause.message}`, cause }))
           )
         socket.once("error", onError)
         socket.once("connect", () => {
@@ -51,10 +56,10 @@ export const debugSleep = (server: RedisServer, seconds: number): Effect.Effect<
       (socket) => Effect.sync(() => socket.destroy())
     )
     yield* Effect.callback<void, TestkitError>((resume) => {
-      socket.write(encode(["DEBUG", "SLEEP", String(seconds)]), (error) =>
+      socket.write(encode(args), (error) =>
         resume(
           error
-            ? Effect.fail(new TestkitError({ reason: "CommandFailed", message: `DEBUG SLEEP: ${error.message}` }))
+            ? Effect.fail(new TestkitError({ reason: "CommandFailed", message: `${what}: ${error.message}` }))
             : Effect.void
         )
       )
@@ -68,6 +73,55 @@ export const debugSleep = (server: RedisServer, seconds: number): Effect.Effect<
     )
     yield* Effect.sleep(debugSleepGraceMs)
   })
+
+/**
+ * Sends `DEBUG SLEEP seconds` on a connection of its own and returns once the command was written
+ * (plus `debugSleepGraceMs`), while the server sleeps (see `sendDetached`). Needs
+ * `enable-debug-command` (the kit sets it).
+ */
+export const debugSleep = (server: RedisServer, seconds: number): Effect.Effect<void, TestkitError, Scope.Scope> =>
+  sendDetached(server, ["DEBUG", "SLEEP", String(seconds)])
+
+/**
+ * Makes the server BUSY for about `millis` (scenario S10): lowers `busy-reply-threshold` to 100 ms,
+ * runs `EVAL "while true do end" 0` on a connection of its own, waits, then `SCRIPT KILL` (retried
+ * until the script is gone) and restores the threshold. Meanwhile every other client gets
+ * `BUSY ...`; the script never writes, so it can always be killed.
+ */
+export const busyScript = (server: RedisServer, millis: number): Effect.Effect<void, TestkitError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const previous = yield* server.command("CONFIG", "GET", "busy-reply-threshold")
+    const restore = Array.isArray(previous) ? String(previous[1] ?? "5000") : "5000"
+    yield* server.command("CONFIG", "SET", "busy-reply-threshold", "100")
+    yield* sendDetached(server, ["EVAL", "while true do end", "0"])
+    yield* Effect.sleep(Math.max(0, millis - debugSleepGraceMs))
+    // SCRIPT KILL until the script is gone (OK: killed now; NOTBUSY: gone already). On a loaded
+    // machine one attempt may time out: that is retried too, within ten seconds.
+    const deadline = Date.now() + 10_000
+    for (;;) {
+      const reply = yield* Effect.result(
+        server.commandWith({ timeoutMs: 2000, errorReplyAsValue: true }, "SCRIPT", "KILL")
+      )
+      if (reply._tag === "Success" && (reply.success === "OK" || String(reply.success).startsWith("NOTBUSY"))) break
+      if (Date.now() > deadline) {
+        return yield* new TestkitError({
+          reason: "CommandFailed",
+          message: `SCRIPT KILL did not end the busy script within 10 s: ${
+            reply._tag === "Success" ? String(reply.success) : reply.failure.message
+          }`
+        })
+      }
+      yield* Effect.sleep(20)
+    }
+    yield* server.command("CONFIG", "SET", "busy-reply-threshold", restore)
+  })
+
+/**
+ * `CLIENT KILL TYPE normal SKIPME yes`: closes every ordinary client connection (the library's
+ * included, pub/sub and replica links excluded); returns how many were killed.
+ */
+export const killNormalClients = (server: RedisServer): Effect.Effect<number, TestkitError> =>
+  Effect.map(server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"), Number)
 
 /** `DEL key`; returns how many keys were removed (0 or 1). */
 export const deleteKey = (server: RedisServer, key: string): Effect.Effect<number, TestkitError> =>
@@ -153,3 +207,18 @@ export const populate = (
   size = 100
 ): Effect.Effect<void, TestkitError> =>
   Effect.asVoid(server.command("DEBUG", "POPULATE", String(count), prefix, String(size)))
+
+/**
+ * Deletes the keys `populate(server, count, prefix)` made (`prefix:0` .. `prefix:count-1`) with one
+ * script. Standalone and replicated masters only: on a Cluster node the keys span every slot.
+ */
+export const unpopulate = (server: RedisServer, count: number, prefix = "filler"): Effect.Effect<void, TestkitError> =>
+  Effect.asVoid(
+    server.command(
+      "EVAL",
+      "for i = 0, tonumber(ARGV[2]) - 1 do redis.call('unlink', ARGV[1] .. ':' .. i) end return 1",
+      "0",
+      prefix,
+      String(count)
+    )
+  )

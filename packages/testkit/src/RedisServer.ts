@@ -17,6 +17,7 @@ import * as Docker from "./Docker.ts"
 import * as Client from "./internal/client.ts"
 import * as Launch from "./internal/launch.ts"
 import { trackDir, untrackDir } from "./internal/processes.ts"
+import * as Tls from "./internal/tls.ts"
 import * as ServerBinary from "./ServerBinary.ts"
 import { TestkitError } from "./TestkitError.ts"
 
@@ -40,7 +41,17 @@ export interface StartOptions {
    * its id, epochs). Always a local binary: Docker mode is ignored. Default false.
    */
   readonly sentinel?: boolean | undefined
+  /**
+   * TLS only: the server listens with `--tls-port` on the chosen port and `--port 0` (no plain TCP),
+   * with a CA and server certificate generated for this server by `openssl` in its temp directory
+   * (`tls-auth-clients no`: clients verify the server, not the reverse). `url` is then `rediss://`,
+   * the admin commands use TLS, and `tls.ca` is the CA for clients. Local binaries only. Default false.
+   */
+  readonly tls?: boolean | undefined
 }
+
+/** A TLS server's certificates: the PEM files in its temp directory and the CA's PEM text. */
+export type TlsCertificates = Tls.Certificates
 
 /** A host and port, shaped like node-redis `sentinelRootNodes` entries and cluster root-node sockets. */
 export interface Address {
@@ -56,8 +67,10 @@ export interface RedisServer extends Client.Commands {
   readonly flavor: ServerBinary.Flavor
   readonly host: string
   readonly port: number
-  /** `redis://127.0.0.1:PORT` */
+  /** `redis://127.0.0.1:PORT` (`rediss://` for a TLS server) */
   readonly url: string
+  /** The certificates of a TLS server (`tls: true`), else undefined. */
+  readonly tls: TlsCertificates | undefined
   /** The temp directory holding server.log and stdio.log ("" in Docker mode). */
   readonly dir: string
   /** The extra arguments given to `start` (reused by `restart`). */
@@ -130,7 +143,8 @@ const launchOnce = Effect.fnUntraced(function* (
   argv: ReadonlyArray<string>,
   port: number,
   dir: string,
-  timeoutMs: number
+  timeoutMs: number,
+  tls: { readonly ca: string } | undefined
 ) {
   const offsets = Launch.logOffsets(dir)
   // Spawn and record in one step: the scope's finalizer must see every child, even under interruption.
@@ -145,7 +159,7 @@ const launchOnce = Effect.fnUntraced(function* (
       new TestkitError({ reason: "StartFailed", message: `spawn ${bin} failed: ${String(cause)}`, cause })
   })
   const readiness = yield* Effect.promise((signal) =>
-    Launch.waitReady(running, host, port, dir, timeoutMs, signal, offsets)
+    Launch.waitReady(running, host, port, dir, timeoutMs, signal, offsets, tls)
   )
   if (readiness._tag !== "Ready") yield* stopCurrent(state)
   return readiness
@@ -168,7 +182,8 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     const commandTimeoutMs = options?.commandTimeoutMs ?? 5000
     const startTimeoutMs = options?.startTimeoutMs ?? 10_000
     const sentinel = options?.sentinel === true
-    if (!sentinel && (options?.docker ?? process.env["SAGE_TEST_DOCKER"] === "1")) {
+    const useTls = options?.tls === true
+    if (!sentinel && !useTls && (options?.docker ?? process.env["SAGE_TEST_DOCKER"] === "1")) {
       return yield* Docker.start({ flavor, args: [...baseArgs, ...extra], commandTimeoutMs, startTimeoutMs })
     }
     const bin = yield* ServerBinary.resolve(flavor)
@@ -177,6 +192,30 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     // Registered before the first spawn (and after the directory), so the process dies first and
     // every process this scope ever spawns is covered, whatever fails later.
     yield* Effect.addFinalizer(() => stopCurrent(state))
+
+    const certificates = useTls
+      ? yield* Effect.try({
+          try: () => Tls.generate(dir),
+          catch: (cause) =>
+            new TestkitError({
+              reason: "StartFailed",
+              message: `cannot make TLS certificates (is openssl installed?): ${String(cause)}`,
+              cause
+            })
+        })
+      : undefined
+    // prettier-ignore
+    const tlsArgs = (port: number): ReadonlyArray<string> =>
+      certificates === undefined
+        ? ["--port", String(port)]
+        : [
+            "--port", "0",
+            "--tls-port", String(port),
+            "--tls-cert-file", certificates.certFile,
+            "--tls-key-file", certificates.keyFile,
+            "--tls-ca-cert-file", certificates.caFile,
+            "--tls-auth-clients", "no"
+          ]
 
     const sentinelConfig = Path.join(dir, "sentinel.conf")
     if (sentinel) {
@@ -200,7 +239,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     // prettier-ignore
     const argvFor = (port: number): ReadonlyArray<string> => [
       ...(sentinel ? [sentinelConfig, "--sentinel"] : []),
-      "--port", String(port),
+      ...tlsArgs(port),
       ...baseArgs,
       "--dir", dir,
       "--logfile", Launch.logFiles(dir).server,
@@ -214,7 +253,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
         const port = options?.port ?? Launch.randomPort()
         if (options?.port === undefined && !(yield* Effect.promise(() => isFree(port)))) continue
         launches++
-        const readiness = yield* launchOnce(state, bin, argvFor(port), port, dir, startTimeoutMs)
+        const readiness = yield* launchOnce(state, bin, argvFor(port), port, dir, startTimeoutMs, certificates)
         if (readiness._tag === "Ready") return port
         if (readiness._tag === "Failed") return yield* startFailed(flavor, port, dir, readiness.detail)
         if (options?.port !== undefined || launches >= maxPortAttempts) {
@@ -264,7 +303,15 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
       yield* kill
       // The old listener is gone once the process is reaped, but allow a few tries for slow teardown.
       for (let attempt = 1; ; attempt++) {
-        const readiness = yield* launchOnce(state, bin, argvFor(finalPort), finalPort, dir, startTimeoutMs)
+        const readiness = yield* launchOnce(
+          state,
+          bin,
+          argvFor(finalPort),
+          finalPort,
+          dir,
+          startTimeoutMs,
+          certificates
+        )
         if (readiness._tag === "Ready") return
         if (readiness._tag !== "AddressInUse" || attempt >= 20) {
           return yield* startFailed(
@@ -282,7 +329,8 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
       flavor,
       host,
       port: finalPort,
-      url: `redis://${host}:${finalPort}`,
+      url: `${certificates === undefined ? "redis" : "rediss"}://${host}:${finalPort}`,
+      tls: certificates,
       dir,
       args: extra,
       get pid() {
@@ -299,7 +347,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
       resume: signal("resume", "SIGCONT", false),
       kill,
       restart,
-      ...Client.makeCommands({ host, port: finalPort }, commandTimeoutMs)
+      ...Client.makeCommands({ host, port: finalPort, tls: certificates }, commandTimeoutMs)
     }
     return server
   })

@@ -24,6 +24,9 @@ export * as ClusterTopology from "./ClusterTopology.ts"
 /** Moving a hash slot between cluster masters step by step (ASK, TRYAGAIN, MOVED). */
 export * as ClusterMigration from "./ClusterMigration.ts"
 
+/** The least-privilege ACL of a lock user per deployment mode (docs/topologies.md). */
+export * as Acl from "./Acl.ts"
+
 /** Server-side faults as thin admin-command Effects. */
 export * as Faults from "./Faults.ts"
 

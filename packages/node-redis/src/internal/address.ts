@@ -47,3 +47,40 @@ export const fromNodeName = (address: string): HostPort => {
 
 /** The `host:port` text of a node. */
 export const format = (node: HostPort): string => `${node.host}:${node.port}`
+
+/**
+ * `text` with the password of every `user:password@` part (URLs, or addresses written with
+ * credentials) replaced by `***`, for error messages and `InvalidArgument` values. Each
+ * comma- or space-separated entry is treated on its own; the credentials end at the last `@` of the
+ * entry's authority, so a password containing `@` or `:` is hidden whole.
+ */
+export const redactCredentials = (text: string): string =>
+  text.replace(/[^\s,]+/g, (entry) => {
+    // Quotes or brackets around the entry, then an optional scheme.
+    const scheme = /^[^a-z0-9]*(?:[a-z][a-z0-9+.-]*:\/\/)?/i.exec(entry)?.[0] ?? ""
+    const rest = entry.slice(scheme.length)
+    const authorityEnd = rest.search(/[/?#]/)
+    const authority = authorityEnd === -1 ? rest : rest.slice(0, authorityEnd)
+    const at = authority.lastIndexOf("@")
+    if (at === -1) return entry
+    const userinfo = authority.slice(0, at)
+    const colon = userinfo.indexOf(":")
+    const redacted = colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`
+    return `${scheme}${redacted}${rest.slice(at)}`
+  })
+
+/**
+ * Why a `redis://`/`rediss://` URL would be refused (node-redis throws on these while building the
+ * client, with the whole URL, password included, on the error), or undefined when it is usable.
+ */
+export const checkRedisUrl = (url: unknown): string | undefined => {
+  if (typeof url !== "string") return "must be a string"
+  const parsed = URL.parse(url)
+  if (parsed === null) return "is not a valid URL"
+  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") return "must start with redis:// or rediss://"
+  if (parsed.hostname === "") return "has no host"
+  if (parsed.pathname !== "" && parsed.pathname !== "/" && !/^\/\d+$/.test(parsed.pathname)) {
+    return "may only name a database number as its path (redis://host:port/0)"
+  }
+  return undefined
+}

@@ -43,18 +43,41 @@ const unserved = (key: string, slot: number): LockRedisError =>
     mayHaveExecuted: false
   })
 
+/**
+ * Destroys the sharded pub/sub connections of nodes that are no longer masters. node-redis 6.3.1
+ * keeps a demoted master's node object (now listed as a replica) with its `pubSub` client, and its
+ * `close()` and `destroy()` only visit the pub/sub clients of current masters: after a failover that
+ * connection stays open and keeps the process from exiting (found by the fault matrix).
+ */
+const destroyStalePubSubs = (cluster: Cluster): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const masters = new Set<unknown>(cluster.masters)
+    for (const node of cluster.nodeByAddress.values()) {
+      if (masters.has(node) || !("pubSub" in node) || node.pubSub === undefined) continue
+      try {
+        node.pubSub.client.destroy()
+      } catch {
+        // Already closed: nothing to free.
+      }
+    }
+  })
+
 /** Connects the cluster client (bounded) and closes it with the scope. */
 export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
 ): Effect.Effect<Cluster, LockRedisError, Scope.Scope> =>
-  // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
-  // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
-  // client from opening a connection to each of them, which a stalled replica could hold up.
-  connectScoped(
-    "cluster",
-    () => createCluster({ ...options, useReplicas: true, minimizeConnections: true }) as Cluster,
-    timeoutMillis
+  Effect.tap(
+    // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
+    // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
+    // client from opening a connection to each of them, which a stalled replica could hold up.
+    connectScoped(
+      "cluster",
+      () => createCluster({ ...options, useReplicas: true, minimizeConnections: true }) as Cluster,
+      timeoutMillis
+    ),
+    // Added after the close, so it runs first (finalizers run in reverse order).
+    (cluster) => Effect.addFinalizer(() => destroyStalePubSubs(cluster))
   )
 
 /** node-redis's `nodeAddressMap` as a lookup for the dedicated pool: announced name to reachable address. */

@@ -98,8 +98,12 @@ export const make = (options: {
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
     const open = new Set<Client>()
+    // Once closed, no connection may be opened: a release or renewal still in flight while the layer
+    // closes would otherwise open one that nothing ever closes, and the process could not exit.
+    let closed = false
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
+        closed = true
         for (const client of open) if (client.isOpen) client.destroy()
         open.clear()
       })
@@ -116,6 +120,18 @@ export const make = (options: {
 
     const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, LockRedisError> =>
       Effect.suspend(() => {
+        if (closed) {
+          return Effect.fail(
+            new LockRedisError({
+              command: `connect ${address}`,
+              kind: "connection",
+              code: "CLOSED",
+              reply: "the lock backend is closed",
+              retryable: false,
+              mayHaveExecuted: false
+            })
+          )
+        }
         const { host, port } = options.resolve?.(address) ?? Address.fromNodeName(address)
         const client: Client = createClient({
           ...options.clientOptions,
@@ -144,6 +160,8 @@ export const make = (options: {
               )
           }),
           Effect.as(client),
+          // Closed while connecting: this one is not in the set the finalizer emptied.
+          Effect.tap(() => (closed ? Effect.sync(() => discard(client)) : Effect.void)),
           Effect.onError(() => Effect.sync(() => discard(client)))
         )
       })
@@ -181,7 +199,7 @@ export const make = (options: {
           return yield* f(toConnection(address, connection)).pipe(
             Effect.onExit((result) =>
               Effect.sync(() => {
-                if (Exit.isSuccess(result) && connection.isReady) pool.idle.push(connection)
+                if (Exit.isSuccess(result) && connection.isReady && !closed) pool.idle.push(connection)
                 else discard(connection)
               })
             )

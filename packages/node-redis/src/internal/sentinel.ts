@@ -201,34 +201,54 @@ const masterSubscriber = (
 ): Effect.Effect<{ readonly subscriber: Subscriber; readonly follow: Effect.Effect<void> }, never, Scope.Scope> =>
   Effect.gen(function* () {
     const listeners = new Map<string, (message: string) => void>()
-    let current: { readonly address: string; readonly client: Promise<Client> } | undefined
+    // `raw` is kept beside the promise so that a connection is closed whatever state it is in: one
+    // still connecting (its promise may not settle while the node is down) or one whose subscribe
+    // failed would otherwise stay open, reconnecting, after the layer closed.
+    let current: { readonly address: string; readonly raw: Client; readonly client: Promise<Client> } | undefined
+    const close = (client: Client): void => {
+      try {
+        client.destroy()
+      } catch {
+        // Already closed.
+      }
+    }
+    let closed = false
     yield* Effect.addFinalizer(() =>
-      Effect.promise(
-        () => current?.client.then((client) => client.destroy()).catch(() => undefined) ?? Promise.resolve()
-      )
+      Effect.sync(() => {
+        closed = true
+        if (current !== undefined) close(current.raw)
+        current = undefined
+      })
     )
-    const connectTo = (node: Address.HostPort): Promise<Client> => {
+    const connectTo = (node: Address.HostPort): { readonly raw: Client; readonly ready: Promise<Client> } => {
       const client = createClient({
         ...options,
         socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port }
       } as RedisClientOptions) as Client
       client.on("error", () => {})
-      return client.connect().then(async () => {
+      const ready = client.connect().then(async () => {
         for (const [channel, listener] of listeners) await client.subscribe(channel, listener)
         return client
       })
+      ready.catch(() => close(client))
+      return { raw: client, ready }
     }
     /** The connection to the master in the current view, replacing one to an older master. */
     const toMaster = (): Promise<Client> => {
       const node = master()
+      if (closed) return Promise.reject(new Error("the lock backend is closed"))
       if (node === undefined) return Promise.reject(new Error("no master known"))
       const address = Address.format(node)
       if (current?.address === address) return current.client
       const previous = current
-      current = { address, client: connectTo(node) }
-      current.client.catch(() => (current = undefined))
-      void previous?.client.then((client) => client.destroy()).catch(() => undefined)
-      return current.client
+      const next = connectTo(node)
+      const entry = { address, raw: next.raw, client: next.ready }
+      current = entry
+      next.ready.catch(() => {
+        if (current === entry) current = undefined
+      })
+      if (previous !== undefined) close(previous.raw)
+      return entry.client
     }
     const subscriber: Subscriber = {
       subscribe: (channel, listener) => {

@@ -16,6 +16,8 @@ export interface CommandTarget {
   readonly timeoutMs: number
   readonly username?: string | undefined
   readonly password?: string | undefined
+  /** Connect with TLS, trusting this CA (PEM). */
+  readonly tls?: { readonly ca: string } | undefined
 }
 
 /** The outcome of one command: a reply, or the text of the server's error reply. */
@@ -39,7 +41,17 @@ export const runSession = (
   Effect.acquireUseRelease(
     Effect.sync(() => {
       const client = createClient({
-        socket: { host: target.host, port: target.port, reconnectStrategy: false, connectTimeout: target.timeoutMs },
+        socket:
+          target.tls === undefined
+            ? { host: target.host, port: target.port, reconnectStrategy: false, connectTimeout: target.timeoutMs }
+            : {
+                host: target.host,
+                port: target.port,
+                reconnectStrategy: false,
+                connectTimeout: target.timeoutMs,
+                tls: true,
+                ca: target.tls.ca
+              },
         // RESP2 keeps replies plain (strings, integers, nil, arrays); node-redis 6 defaults to RESP3.
         RESP: 2,
         disableClientInfo: true,
@@ -154,7 +166,7 @@ export interface Commands {
 
 /** Builds the admin-command operations for a server at host:port. */
 export const makeCommands = (
-  target: { readonly host: string; readonly port: number },
+  target: { readonly host: string; readonly port: number; readonly tls?: { readonly ca: string } | undefined },
   timeoutMs: number
 ): Commands => ({
   command: (...args) => command({ ...target, timeoutMs }, args),

@@ -113,7 +113,8 @@ export const waitReady = async (
   dir: string,
   timeoutMs: number,
   signal: AbortSignal,
-  offsets: { readonly server: number; readonly stdio: number }
+  offsets: { readonly server: number; readonly stdio: number },
+  tls?: { readonly ca: string } | undefined
 ): Promise<Readiness> => {
   const files = logFiles(dir)
   const deadline = performance.now() + timeoutMs
@@ -131,7 +132,7 @@ export const waitReady = async (
       return { _tag: "Failed", detail: `the server did not answer within ${timeoutMs} ms (last: ${last})` }
     }
     try {
-      const reply = await oneShot(host, port, ["INFO", "server"], 1000)
+      const reply = await oneShot(host, port, ["INFO", "server"], 1000, tls)
       const pid = /process_id:(\d+)/.exec(reply.text)?.[1]
       if (!reply.error && pid !== undefined && Number(pid) === running.child.pid) return { _tag: "Ready" }
       last = reply.error ? reply.text : `process_id ${pid ?? "?"} is not ours (${running.child.pid})`

@@ -4,6 +4,7 @@
  * must be known to have left this process.
  */
 import * as Net from "node:net"
+import * as Tls from "node:tls"
 
 /** Encodes a command as a RESP array of bulk strings. */
 export const encode = (args: ReadonlyArray<string>): Buffer => {
@@ -53,11 +54,12 @@ export const oneShot = (
   host: string,
   port: number,
   args: ReadonlyArray<string>,
-  timeoutMs: number
+  timeoutMs: number,
+  tls?: { readonly ca: string } | undefined
 ): Promise<RawReply> =>
   new Promise((resolve, reject) => {
     let buf = Buffer.alloc(0)
-    const socket = Net.connect({ host, port })
+    const socket = tls === undefined ? Net.connect({ host, port }) : Tls.connect({ host, port, ca: tls.ca })
     const timer = setTimeout(() => finish(new Error(`no reply to ${args[0]} within ${timeoutMs} ms`)), timeoutMs)
     const finish = (outcome: RawReply | Error): void => {
       clearTimeout(timer)
@@ -65,7 +67,7 @@ export const oneShot = (
       if (outcome instanceof Error) reject(outcome)
       else resolve(outcome)
     }
-    socket.on("connect", () => socket.write(encode(args)))
+    socket.on(tls === undefined ? "connect" : "secureConnect", () => socket.write(encode(args)))
     socket.on("data", (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk])
       const reply = parseOne(buf)

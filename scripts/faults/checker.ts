@@ -1,0 +1,215 @@
+// The independent checker: from the workers' lines alone (and the parent's record of which worker it
+// paused or killed when), it counts what happened and finds every pair of lock bodies on the same key
+// whose intervals overlap on the shared monotonic clock. It knows nothing of the lock's internals.
+import type { Outcome, WorkerLine } from "./protocol.ts"
+
+/** One `withLock` call as its worker reported it (times in microseconds). */
+export interface Call {
+  readonly id: string
+  readonly worker: number
+  readonly key: string
+  readonly begin: number
+  entered?: number
+  left?: number
+  ended?: number
+  outcome?: Outcome
+  detail?: string
+}
+
+/** What the parent did to a worker process: paused it from..to, or killed it at. */
+export interface WorkerFault {
+  readonly worker: number
+  readonly from: number
+  readonly to: number
+}
+
+export interface CheckInput {
+  readonly lines: ReadonlyArray<{ readonly worker: number; readonly line: WorkerLine }>
+  readonly waitTimeoutMillis: number
+  /** Paused (SIGSTOP..SIGCONT) or killed (from = to = kill time, to = Infinity) workers. */
+  readonly workerFaults: ReadonlyArray<WorkerFault>
+  /** When the fault ended (healed); progress is counted after it. */
+  readonly healedAt: number
+  /** When the parent asked the workers to stop; calls still open then are judged at `endedAt`. */
+  readonly endedAt: number
+  /** LockRedisError codes the scenario expects (e.g. OOM); others are unexpected. */
+  readonly expectedErrorCodes: ReadonlyArray<string>
+}
+
+export interface Overlap {
+  readonly key: string
+  readonly first: Call
+  readonly second: Call
+  /** The earlier holder learned of it: its call ended with LockLost. */
+  readonly surfaced: boolean
+}
+
+export interface Counts {
+  calls: number
+  acquisitions: number
+  acquisitionsAfterHeal: number
+  timedOut: number
+  lockLost: { acquire: number; renew: number; release: number }
+  expectedErrors: number
+  unexpectedErrors: Array<string>
+  overlaps: Array<Overlap>
+  hangs: Array<string>
+  /** The longest time (ms) in which no body entered, on any key: shows how hard the fault hit. */
+  longestGapMillis: number
+  /** The longest wait of a call (ms), to its body or to its failure. */
+  longestWaitMillis: number
+}
+
+/** What the docs allow past `waitTimeout`: the bounded release of an attempt that may have succeeded. */
+const hangSlackMicros = 1_000_000
+/** Scheduling tolerance on a shared 2-core machine (timers, event-loop turns): a hang is far longer. */
+const toleranceMicros = 250_000
+
+const faultCovers = (faults: ReadonlyArray<WorkerFault>, call: Call, until: number): boolean =>
+  faults.some((fault) => fault.worker === call.worker && fault.from < until && fault.to > call.begin)
+
+/** Assembles the calls from the lines and counts. */
+export const check = (input: CheckInput): Counts => {
+  const calls = new Map<string, Call>()
+  for (const { worker, line } of input.lines) {
+    switch (line[0]) {
+      case "B":
+        calls.set(line[1], { id: line[1], worker, key: line[2], begin: line[3] })
+        break
+      case "E": {
+        const call = calls.get(line[1])
+        if (call !== undefined) call.entered = line[2]
+        break
+      }
+      case "L": {
+        const call = calls.get(line[1])
+        if (call !== undefined) call.left = line[2]
+        break
+      }
+      case "X": {
+        const call = calls.get(line[1])
+        if (call !== undefined) {
+          call.ended = line[2]
+          call.outcome = line[3]
+          call.detail = line[4]
+        }
+        break
+      }
+      default:
+        break
+    }
+  }
+  const counts: Counts = {
+    calls: calls.size,
+    acquisitions: 0,
+    acquisitionsAfterHeal: 0,
+    timedOut: 0,
+    lockLost: { acquire: 0, renew: 0, release: 0 },
+    expectedErrors: 0,
+    unexpectedErrors: [],
+    overlaps: [],
+    hangs: [],
+    longestGapMillis: 0,
+    longestWaitMillis: 0
+  }
+  const killedAt = (call: Call): number | undefined =>
+    input.workerFaults.find((fault) => fault.worker === call.worker && fault.to === Infinity)?.from
+  const waitLimit = input.waitTimeoutMillis * 1000 + hangSlackMicros + toleranceMicros
+
+  for (const call of calls.values()) {
+    if (call.entered !== undefined) {
+      counts.acquisitions++
+      if (call.entered >= input.healedAt) counts.acquisitionsAfterHeal++
+    }
+    switch (call.outcome) {
+      case "TimedOut":
+        counts.timedOut++
+        break
+      case "LockLost": {
+        const phase = (call.detail ?? "").split("/")[0]
+        if (phase === "acquire" || phase === "renew" || phase === "release") counts.lockLost[phase]++
+        break
+      }
+      case "LockRedisError":
+        if (input.expectedErrorCodes.includes((call.detail ?? "").split(":")[0] ?? "")) counts.expectedErrors++
+        else counts.unexpectedErrors.push(`${call.id} LockRedisError ${call.detail}`)
+        break
+      case "InvalidArgument":
+      case "defect":
+        counts.unexpectedErrors.push(`${call.id} ${call.outcome} ${call.detail}`)
+        break
+      default:
+        break
+    }
+    // Hangs: waiting past waitTimeout + 1 s, or a release (body left to call returned) past 1 s + 1 s.
+    // Time a worker spent stopped by the parent is its own, not the lock's: such calls are skipped.
+    const killed = killedAt(call)
+    const waitEnd = call.entered ?? call.ended ?? killed ?? input.endedAt
+    if (!faultCovers(input.workerFaults, call, waitEnd)) {
+      counts.longestWaitMillis = Math.max(counts.longestWaitMillis, Math.round((waitEnd - call.begin) / 1000))
+    }
+    if (!faultCovers(input.workerFaults, call, waitEnd) && waitEnd - call.begin > waitLimit) {
+      counts.hangs.push(
+        `${call.id} waited ${Math.round((waitEnd - call.begin) / 1000)} ms (${call.outcome ?? "still open"} ${
+          call.detail ?? ""
+        }${call.entered === undefined ? "" : ", then entered its body"})`
+      )
+    }
+    if (call.left !== undefined && killed === undefined) {
+      const end = call.ended ?? input.endedAt
+      if (!faultCovers(input.workerFaults, call, end) && end - call.left > 2 * hangSlackMicros + toleranceMicros) {
+        counts.hangs.push(`${call.id} returned ${Math.round((end - call.left) / 1000)} ms after its body`)
+      }
+    }
+  }
+
+  // Overlaps: per key, bodies sorted by entry; each is compared with every earlier body still inside.
+  const byKey = new Map<string, Array<Call>>()
+  for (const call of calls.values()) {
+    if (call.entered === undefined) continue
+    const list = byKey.get(call.key) ?? []
+    list.push(call)
+    byKey.set(call.key, list)
+  }
+  for (const [key, list] of byKey) {
+    list.sort((a, b) => (a.entered ?? 0) - (b.entered ?? 0))
+    const open: Array<Call> = []
+    for (const call of list) {
+      const entered = call.entered ?? 0
+      for (const earlier of open) {
+        const leftAt = earlier.left ?? killedAt(earlier) ?? input.endedAt
+        if (leftAt > entered) {
+          counts.overlaps.push({ key, first: earlier, second: call, surfaced: earlier.outcome === "LockLost" })
+        }
+      }
+      open.push(call)
+      // Keep only bodies that may still be inside at later entries.
+      for (let i = open.length - 1; i >= 0; i--) {
+        const other = open[i]
+        if (other === undefined) continue
+        const leftAt = other.left ?? killedAt(other) ?? input.endedAt
+        if (leftAt <= entered) open.splice(i, 1)
+      }
+    }
+  }
+  const entries = [...calls.values()]
+    .map((call) => call.entered)
+    .filter((t): t is number => t !== undefined)
+    .toSorted((a, b) => a - b)
+  for (let i = 1; i < entries.length; i++) {
+    const gap = ((entries[i] ?? 0) - (entries[i - 1] ?? 0)) / 1000
+    if (gap > counts.longestGapMillis) counts.longestGapMillis = Math.round(gap)
+  }
+  return counts
+}
+
+const ms = (micros: number | undefined): string => (micros === undefined ? "?" : (micros / 1000).toFixed(1))
+
+/** Pretty form of an overlap for reports. */
+export const describeOverlap = (overlap: Overlap): string => {
+  return `${overlap.key}: ${overlap.first.id} [${ms(overlap.first.entered)}, ${ms(overlap.first.left)}] ${
+    overlap.first.outcome ?? "open"
+  } ${overlap.first.detail ?? ""} vs ${overlap.second.id} entered ${ms(overlap.second.entered)} (${
+    overlap.surfaced ? "surfaced as LockLost" : "SILENT"
+  })`
+}

@@ -1,0 +1,121 @@
+// `npm run faults`: the fault matrix. Runs every scenario (scenarios.ts) on every deployment it
+// applies to, on each server flavor, and writes docs/faults.md: one generated table with versions,
+// date and running time. Never edit that file by hand; rerun this instead.
+//
+//   npm run faults                                   # the whole matrix, writes docs/faults.md
+//   npm run faults -- --jobs 2                       # two cells at a time
+//   npm run faults -- --alternate                    # each scenario x deployment on one flavor, alternating
+//   npm run faults -- --scenarios baseline,key-theft --deployments standalone --servers redis7
+//   (a filtered run writes nothing unless --out FILE is given)
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import { fileURLToPath } from "node:url"
+import { NodeRuntime } from "@effect/platform-node"
+import { ServerBinary } from "@sage/lock-testkit"
+import { deploymentKinds, type DeploymentKind } from "./deployments.ts"
+import { renderReport, serverVersions } from "./report.ts"
+import { type CellResult, defaultSettings, runCell } from "./run.ts"
+import { scenarios } from "./scenarios.ts"
+
+const docsPath = fileURLToPath(new URL("../../docs/faults.md", import.meta.url))
+
+const argument = (name: string): string | undefined => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : undefined
+}
+const list = (name: string): Array<string> | undefined =>
+  argument(name)
+    ?.split(",")
+    .map((s) => s.trim())
+
+const program = Effect.gen(function* () {
+  const onlyScenarios = list("scenarios")
+  const onlyDeployments = list("deployments")
+  const onlyServers = list("servers")
+  const unknown = (onlyScenarios ?? []).filter((id) => !scenarios.some((s) => s.id === id))
+  if (unknown.length > 0) return yield* Effect.die(new Error(`unknown scenarios: ${unknown.join(", ")}`))
+  const filtered = onlyScenarios !== undefined || onlyDeployments !== undefined || onlyServers !== undefined
+  const out = argument("out") ?? (filtered ? undefined : docsPath)
+  const flavors = ServerBinary.all.filter((f) => onlyServers === undefined || onlyServers.includes(f))
+  const kinds = deploymentKinds.filter((k) => onlyDeployments === undefined || onlyDeployments.includes(k))
+  const cells: Array<{ scenario: (typeof scenarios)[number]; kind: DeploymentKind; flavor: ServerBinary.Flavor }> = []
+  // `--alternate`: each scenario x deployment on one flavor, taking turns, so both flavors are covered
+  // across the matrix in half the time.
+  const alternate = process.argv.includes("--alternate")
+  let group = 0
+  for (const scenario of scenarios) {
+    if (onlyScenarios !== undefined && !onlyScenarios.includes(scenario.id)) continue
+    for (const kind of kinds) {
+      if (!scenario.deployments.includes(kind)) continue
+      const chosen = alternate ? [flavors[group % flavors.length] ?? "redis7"] : flavors
+      group++
+      for (const flavor of chosen) cells.push({ scenario, kind, flavor })
+    }
+  }
+  // Cells are independent (own servers, ports, temp dirs, workers): `--jobs N` runs N at a time.
+  const jobs = Math.max(1, Number(argument("jobs") ?? 1))
+  const started = Date.now()
+  let finished = 0
+  const results: Array<CellResult> = yield* Effect.forEach(
+    cells,
+    (cell) =>
+      Effect.tap(runCell(cell.scenario, cell.kind, cell.flavor, defaultSettings), (result) =>
+        Effect.sync(() => {
+          finished++
+          const c = result.counts
+          console.log(
+            `[${finished}/${cells.length}] ${result.pass ? "PASS" : "FAIL"} ${cell.scenario.id} ${cell.kind} ${cell.flavor} ` +
+              `(${(result.millis / 1000).toFixed(1)} s) acq=${c?.acquisitions ?? "-"} timedOut=${c?.timedOut ?? "-"} ` +
+              `lost=${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} ` +
+              `errors=${c?.expectedErrors ?? "-"} overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} ` +
+              `gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length}`
+          )
+          for (const problem of result.problems.slice(0, 8)) console.log(`    ${problem}`)
+          if (process.env["FAULTS_DEBUG"] === "1") for (const log of result.logs) console.log(`    log: ${log}`)
+        })
+      ),
+    { concurrency: jobs }
+  )
+  // A cell whose deployment would not start or whose fault could not be injected says nothing about
+  // the lock: it is run once more, and the table shows that second run (and says how many there were).
+  const reruns = results.flatMap((result, i) => (result.harnessFailure ? [i] : []))
+  for (const i of reruns) {
+    const cell = cells[i]
+    if (cell === undefined) continue
+    console.log(`rerunning ${cell.scenario.id} ${cell.kind} ${cell.flavor} after a harness failure`)
+    results[i] = yield* runCell(cell.scenario, cell.kind, cell.flavor, defaultSettings)
+  }
+  const totalMillis = Date.now() - started
+  const failed = results.filter((r) => !r.pass).length
+  console.log(`${results.length} cells, ${failed} failed, ${(totalMillis / 1000).toFixed(0)} s`)
+  if (out !== undefined) {
+    const versions = yield* serverVersions(flavors)
+    // Formatted as the repository formats Markdown, so the generated file passes `format:check` as is.
+    const format = (text: string) =>
+      Effect.promise(async () => {
+        const prettier = await import("prettier")
+        const config = (await prettier.resolveConfig(out)) ?? {}
+        return prettier.format(text, { ...config, filepath: out })
+      })
+    Fs.writeFileSync(
+      out,
+      yield* format(
+        renderReport({
+          results,
+          totalMillis,
+          versions,
+          settings: defaultSettings,
+          date: new Date(),
+          filtered,
+          jobs,
+          alternate,
+          reruns: reruns.length
+        })
+      )
+    )
+    console.log(`wrote ${out}`)
+  }
+  if (failed > 0) process.exitCode = 1
+})
+
+NodeRuntime.runMain(program)

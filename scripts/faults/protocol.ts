@@ -1,0 +1,77 @@
+// What the fault matrix's parent and its worker processes say to each other: the worker's parameters
+// (one JSON argument) and one JSON array a line on the worker's stdout for every step of every call.
+// Times are microseconds on the host's monotonic clock (CLOCK_MONOTONIC through process.hrtime), which
+// every process on the machine reads alike, so intervals from different workers and the parent's fault
+// marks compare directly; a wall clock could step in between.
+import * as Schema from "effect/Schema"
+
+/** How a worker reaches the deployment; each worker builds its own clients. */
+export const Connection = Schema.Union([
+  Schema.TaggedStruct("standalone", { url: Schema.String }),
+  Schema.TaggedStruct("sentinel", {
+    masterName: Schema.String,
+    sentinels: Schema.Array(Schema.Struct({ host: Schema.String, port: Schema.Int }))
+  }),
+  Schema.TaggedStruct("cluster", {
+    rootUrls: Schema.Array(Schema.String),
+    /** Announced `host:port` to the address to dial (a proxy in front of each node), if any. */
+    addressMap: Schema.optional(Schema.Record(Schema.String, Schema.Struct({ host: Schema.String, port: Schema.Int })))
+  })
+])
+export type Connection = typeof Connection.Type
+
+export const WorkerParams = Schema.Struct({
+  worker: Schema.Int,
+  connection: Connection,
+  namespace: Schema.String,
+  /** The lock keys (key text, before the namespace) the fibers pick from at random. */
+  keys: Schema.Array(Schema.String),
+  fibers: Schema.Int,
+  leaseMillis: Schema.Int,
+  waitTimeoutMillis: Schema.Int,
+  bodyMinMillis: Schema.Int,
+  bodyMaxMillis: Schema.Int,
+  /** A share (0..1) of bodies that run long instead (longBodyMillis), so that renewals happen inside bodies. */
+  longBodyShare: Schema.Finite,
+  longBodyMillis: Schema.Int,
+  replicaAcknowledgement: Schema.Boolean,
+  /** An ACL user for every connection (standalone and cluster). */
+  auth: Schema.optional(Schema.Struct({ username: Schema.String, password: Schema.String }))
+})
+export type WorkerParams = typeof WorkerParams.Type
+export const WorkerParamsJson = Schema.fromJsonString(WorkerParams)
+
+/** `monotonicMicros` of this process: CLOCK_MONOTONIC, shared by every process on the host. */
+export const monotonicMicros = (): number => Number(process.hrtime.bigint() / 1000n)
+
+/**
+ * One stdout line of a worker, as a JSON array:
+ * - `["ready", pid]` once its lock layer is built; `["fatal", message]` if it cannot be;
+ * - `["B", call, key, t]` a `withLock` call begins; `["E", call, t, bodyMillis]` its body entered (first thing
+ *   the body does) and how long it will run; `["L", call, t]` its body left (last thing, also when failed or interrupted);
+ * - `["X", call, t, outcome, detail]` the call returned: outcome `ok`, `TimedOut`, `LockLost`,
+ *   `LockRedisError`, `InvalidArgument` or `defect`; detail is the phase/reason or code;
+ * - `["done"]` after every fiber stopped; `["closed"]` once the lock layer (its connections) is closed.
+ * `call` is `"<worker>.<fiber>.<n>"`, unique in the run.
+ */
+export type WorkerLine =
+  | readonly ["ready", number]
+  | readonly ["fatal", string]
+  | readonly ["B", string, string, number]
+  | readonly ["E", string, number, number]
+  | readonly ["L", string, number]
+  | readonly ["X", string, number, Outcome, string]
+  | readonly ["done"]
+  | readonly ["closed"]
+
+export type Outcome = "ok" | "TimedOut" | "LockLost" | "LockRedisError" | "InvalidArgument" | "defect"
+
+export const parseLine = (line: string): WorkerLine | undefined => {
+  if (!line.startsWith("[")) return undefined
+  try {
+    const value: unknown = JSON.parse(line)
+    return Array.isArray(value) && typeof value[0] === "string" ? (value as unknown as WorkerLine) : undefined
+  } catch {
+    return undefined
+  }
+}

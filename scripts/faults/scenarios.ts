@@ -1,0 +1,505 @@
+// The fault scenarios, each with the verdict it is expected to earn written beside it. IDs in
+// brackets refer to the scenario table of servers-and-faults.md. "exclusion": no two bodies on one
+// key may ever overlap. "violation": the fault breaks the lock by design (documented in
+// docs/semantics.md, Limits), so overlaps may happen, but each must surface as `LockLost` in the
+// holder that was overtaken, and at least one `LockLost` must be seen.
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import {
+  ClusterMigration,
+  ClusterTopology,
+  Faults,
+  type FaultProxy,
+  type RedisServer,
+  SentinelTopology,
+  type TestkitError
+} from "@sage/lock-testkit"
+import * as Deployments from "./deployments.ts"
+import type { Deployment, DeploymentKind, DeploymentOptions } from "./deployments.ts"
+
+export interface FaultContext {
+  readonly deployment: Deployment
+  readonly leaseMillis: number
+  /** The full Redis keys of the locks the workers contend on; faults aim at the first. */
+  readonly redisKeys: ReadonlyArray<string>
+  /** SIGSTOP worker `worker` for `millis`, then SIGCONT (recorded for the checker). */
+  readonly pauseWorker: (worker: number, millis: number) => Effect.Effect<void>
+  /** SIGKILL worker `worker` (recorded for the checker). */
+  readonly killWorker: (worker: number) => Effect.Effect<void>
+  /**
+   * Waits until some worker is inside a lock body at least `minBodyMillis` long; returns the worker's
+   * number and the Redis key it holds.
+   */
+  readonly holderWorker: (
+    minBodyMillis?: number
+  ) => Effect.Effect<{ readonly worker: number; readonly redisKey: string }>
+  /** The length of the long bodies (which span renewals). */
+  readonly longBodyMillis: number
+}
+
+export type Expectation = "exclusion" | "violation"
+
+export interface Scenario {
+  readonly id: string
+  /** What is done, in a few words (shown in the report). */
+  readonly fault: string
+  readonly deployments: ReadonlyArray<DeploymentKind>
+  readonly expect: Expectation
+  /** Why that verdict (shown in the report). */
+  readonly why: string
+  /** At least one LockLost must be seen (the fault takes a held lock away). */
+  readonly lockLostRequired?: boolean | undefined
+  /** LockRedisError codes the fault is expected to cause (anything else is unexpected). */
+  readonly expectedErrorCodes?: ReadonlyArray<string> | undefined
+  readonly deploymentOptions?: DeploymentOptions | undefined
+  readonly inject: (context: FaultContext) => Effect.Effect<void, TestkitError.TestkitError, Scope.Scope>
+}
+
+const all: ReadonlyArray<DeploymentKind> = ["standalone", "sentinel", "cluster"]
+const direct: ReadonlyArray<DeploymentKind> = ["standalone", "cluster"]
+
+const target = (context: FaultContext): Effect.Effect<RedisServer.RedisServer, TestkitError.TestkitError> =>
+  context.deployment.masterFor(context.redisKeys[0] ?? "")
+
+/** Every proxy of the given workers (default: all) in front of any node. */
+const proxiesOf = (context: FaultContext, workers?: ReadonlyArray<number>): Array<FaultProxy.FaultProxy> =>
+  [...context.deployment.proxies]
+    .filter(([worker]) => workers === undefined || workers.includes(worker))
+    .flatMap(([, byNode]) => [...byNode.values()])
+
+const eachProxy = (
+  proxies: ReadonlyArray<FaultProxy.FaultProxy>,
+  f: (proxy: FaultProxy.FaultProxy) => Effect.Effect<void>
+) => Effect.forEach(proxies, f, { discard: true })
+
+/** Kills the key's master, waits for the deployment to promote another, returns the old one. */
+const killMasterAndWaitForFailover = (context: FaultContext) =>
+  Effect.gen(function* () {
+    const old = yield* target(context)
+    yield* old.kill
+    const { sentinel, cluster } = context.deployment
+    if (sentinel !== undefined) yield* SentinelTopology.waitForMaster(sentinel, (node) => node.port !== old.port)
+    if (cluster !== undefined) {
+      const key = context.redisKeys[0] ?? ""
+      for (let i = 0; i < 200; i++) {
+        const owner = yield* Effect.result(cluster.masterFor(key))
+        if (owner._tag === "Success" && owner.success.port !== old.port) break
+        yield* Effect.sleep(100)
+      }
+    }
+    return old
+  })
+
+const fillerCount = 100_000
+
+export const scenarios: ReadonlyArray<Scenario> = [
+  {
+    id: "baseline",
+    fault: "none (3 s of contention)",
+    deployments: all,
+    expect: "exclusion",
+    why: "no fault",
+    inject: () => Effect.sleep(3000)
+  },
+  {
+    id: "master-stop-short",
+    fault: "SIGSTOP the key's master for 1 s (< lease), SIGCONT [S1]",
+    deployments: all,
+    expect: "exclusion",
+    why: "commands time out and are retried; renewal succeeds after SIGCONT within the usable lease",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const master = yield* target(context)
+        yield* master.pause
+        yield* Effect.sleep(1000).pipe(Effect.ensuring(Effect.ignore(master.resume)))
+      })
+  },
+  {
+    id: "master-stop-long",
+    fault: "SIGSTOP the key's master for lease + 1.5 s, SIGCONT [S1, SE4, C5]",
+    deployments: all,
+    expect: "exclusion",
+    why: "holders give up at the usable lease (LockLost expired, body interrupted) before the key expires; replicated: a failover happens and the resumed old master is refused by the ROLE/view check",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const master = yield* target(context)
+        yield* master.pause
+        yield* Effect.sleep(context.leaseMillis + 1500).pipe(Effect.ensuring(Effect.ignore(master.resume)))
+      })
+  },
+  {
+    id: "master-kill-restart-empty",
+    fault: "standalone: kill -9 the server and restart it empty at once [S2]",
+    deployments: ["standalone"],
+    expect: "violation",
+    lockLostRequired: true,
+    why: "a restart without persistence forgets every lock (semantics.md, Limits): a new holder can enter while the old body runs, and the old holder's next renewal must report LockLost",
+    inject: (context) => Effect.flatMap(target(context), (master) => master.restart)
+  },
+  {
+    id: "master-kill-failover-restart",
+    fault: "kill -9 the key's master, wait for the promotion, restart the old node empty [SE2, C10]",
+    deployments: ["sentinel", "cluster"],
+    expect: "exclusion",
+    why: "with replica acknowledgement every held lock is on the promoted replica; the restarted empty node (ROLE master for ~10 s under Sentinel) is refused by the view check",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const old = yield* killMasterAndWaitForFailover(context)
+        yield* old.restart
+        yield* Effect.sleep(2000)
+      })
+  },
+  {
+    id: "client-pause-write",
+    fault: "CLIENT PAUSE 1500 WRITE on the key's master [S3]",
+    deployments: all,
+    expect: "exclusion",
+    why: "writes (and the scripts) wait out the pause; retried within the budget",
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* Faults.clientPause(yield* target(context), 1500, "WRITE")
+        yield* Effect.sleep(1500)
+      })
+  },
+  {
+    id: "client-pause-all",
+    fault: "CLIENT PAUSE 1500 ALL on the key's master [S3b]",
+    deployments: all,
+    expect: "exclusion",
+    why: "every command waits out the pause; retried within the budget",
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* Faults.clientPause(yield* target(context), 1500, "ALL")
+        yield* Effect.sleep(1500)
+      })
+  },
+  {
+    id: "debug-sleep",
+    fault: "DEBUG SLEEP 1.5 on the key's master [S4]",
+    deployments: all,
+    expect: "exclusion",
+    why: "as a short SIGSTOP (on Sentinel and Cluster it may also start a failover)",
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* Faults.debugSleep(yield* target(context), 1.5)
+        yield* Effect.sleep(1500)
+      })
+  },
+  {
+    id: "client-kill",
+    fault: "CLIENT KILL TYPE normal on the key's master, 4 times, 400 ms apart [S5]",
+    deployments: all,
+    expect: "exclusion",
+    why: "in-flight commands fail as connection errors and are retried after reconnecting; idempotent acquisition covers a lost reply",
+    inject: (context) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 4; i++) {
+          yield* Faults.killNormalClients(yield* target(context))
+          yield* Effect.sleep(400)
+        }
+      })
+  },
+  {
+    id: "busy-script",
+    fault: "a script loops for 1.5 s on the key's master, then SCRIPT KILL [S10]",
+    deployments: all,
+    expect: "exclusion",
+    why: "BUSY is a temporary refusal, retried within the budget",
+    inject: (context) => Effect.flatMap(target(context), (master) => Faults.busyScript(master, 1500))
+  },
+  {
+    id: "oom-noeviction",
+    fault: "maxmemory below usage with noeviction for 2 s [S6b]",
+    deployments: ["standalone", "sentinel"],
+    expect: "exclusion",
+    expectedErrorCodes: ["OOM"],
+    why: "new acquisitions fail at once with RedisError OOM; held locks keep renewing and releasing (no shebang scripts)",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const master = yield* target(context)
+        yield* Faults.populate(master, fillerCount)
+        yield* Faults.setMaxMemory(master, 1024 * 1024, "noeviction")
+        yield* Effect.sleep(2000).pipe(
+          Effect.ensuring(
+            Effect.ignore(
+              Effect.andThen(Faults.setMaxMemory(master, 0, "noeviction"), Faults.unpopulate(master, fillerCount))
+            )
+          )
+        )
+      })
+  },
+  {
+    id: "eviction-volatile-ttl",
+    fault: "maxmemory below usage with volatile-ttl for 2 s: the lock keys are evicted [S6]",
+    deployments: ["standalone", "sentinel"],
+    expect: "violation",
+    lockLostRequired: true,
+    expectedErrorCodes: ["OOM"],
+    why: "eviction deletes lock keys (semantics.md, Limits: use noeviction); holders must get LockLost",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const master = yield* target(context)
+        yield* Faults.populate(master, fillerCount)
+        yield* Faults.setMaxMemory(master, 1024 * 1024, "volatile-ttl")
+        yield* Effect.sleep(2000).pipe(
+          Effect.ensuring(
+            Effect.ignore(
+              Effect.andThen(Faults.setMaxMemory(master, 0, "noeviction"), Faults.unpopulate(master, fillerCount))
+            )
+          )
+        )
+      })
+  },
+  {
+    id: "operator-delete",
+    fault: "an operator DELs the first lock key 6 times, 300 ms apart [S7]",
+    deployments: all,
+    expect: "violation",
+    lockLostRequired: true,
+    why: "a deleted key lets another holder in; the overtaken holder must get LockLost (ownership)",
+    inject: (context) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 6; i++) {
+          yield* Faults.deleteKey(yield* target(context), context.redisKeys[0] ?? "")
+          yield* Effect.sleep(300)
+        }
+      })
+  },
+  {
+    id: "key-theft",
+    fault: "another owner overwrites a key held by a long body (SET, PX 1500) [S7b]",
+    deployments: all,
+    expect: "violation",
+    lockLostRequired: true,
+    why: "the holder must get LockLost and must not delete the thief's key; the key frees itself after 1.5 s",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const { redisKey } = yield* context.holderWorker(context.longBodyMillis)
+        yield* Faults.stealKey(yield* context.deployment.masterFor(redisKey), redisKey, "thief", 1500)
+        yield* Effect.sleep(1500)
+      })
+  },
+  {
+    id: "acl-change",
+    fault: "the workers' ACL user loses EVALSHA/EVAL for 1.5 s, then gets them back [S8]",
+    deployments: direct,
+    expect: "exclusion",
+    expectedErrorCodes: ["NOPERM"],
+    why: "NOPERM is permanent: calls fail at once with RedisError, holders whose renewal is refused get LockLost (failed) and their bodies are interrupted",
+    deploymentOptions: { aclUser: true },
+    inject: (context) =>
+      Effect.gen(function* () {
+        const nodes = context.deployment.nodes
+        const set = (...rules: ReadonlyArray<string>) =>
+          Effect.forEach(nodes, (node) => node.command("ACL", "SETUSER", Deployments.aclUser.username, ...rules), {
+            discard: true
+          })
+        yield* set("-evalsha", "-eval")
+        yield* Effect.sleep(1500).pipe(Effect.ensuring(Effect.ignore(set("+evalsha", "+eval"))))
+      })
+  },
+  {
+    id: "holder-paused",
+    fault: "SIGSTOP a worker inside a body for lease + 1.5 s, SIGCONT [L1]",
+    deployments: all,
+    expect: "violation",
+    lockLostRequired: true,
+    why: "a paused holder outlives its lease (semantics.md, Limits); when it resumes, its call must end with LockLost",
+    inject: (context) =>
+      Effect.flatMap(context.holderWorker(context.longBodyMillis), ({ worker }) =>
+        context.pauseWorker(worker, context.leaseMillis + 1500)
+      )
+  },
+  {
+    id: "holder-killed",
+    fault: "SIGKILL a worker inside a body",
+    deployments: all,
+    expect: "exclusion",
+    why: "the lease frees the key; the others acquire after it ends",
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* context.killWorker((yield* context.holderWorker()).worker)
+        yield* Effect.sleep(context.leaseMillis)
+      })
+  },
+  {
+    id: "proxy-latency",
+    fault: "200 ms added each way for every client for 3 s [N5]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "the usable lease counts from send time, so slow replies shorten it, never stretch it",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* eachProxy(proxiesOf(context), (proxy) => proxy.setLatency(200))
+        yield* Effect.sleep(3000).pipe(Effect.ensuring(eachProxy(proxiesOf(context), (proxy) => proxy.setLatency(0))))
+      })
+  },
+  {
+    id: "partition-all-short",
+    fault: "every client cut off for 1 s (proxy stall), then healed [P1]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "commands time out and are retried; late replies after the heal are discarded",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* eachProxy(proxiesOf(context), (proxy) => proxy.stall)
+        yield* Effect.sleep(1000).pipe(Effect.ensuring(eachProxy(proxiesOf(context), (proxy) => proxy.heal)))
+      })
+  },
+  {
+    id: "partition-one-holder",
+    fault: "the worker holding a lock cut off for lease + 1.5 s, the other not, then healed [N1, P1]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "the cut-off holder's body is interrupted at its usable lease, before the key expires and the other worker takes it",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        const { worker } = yield* context.holderWorker(context.longBodyMillis)
+        const cut = proxiesOf(context, [worker])
+        yield* eachProxy(cut, (proxy) => proxy.stall)
+        yield* Effect.sleep(context.leaseMillis + 1500).pipe(Effect.ensuring(eachProxy(cut, (proxy) => proxy.heal)))
+      })
+  },
+  {
+    id: "connection-reset",
+    fault: "every client connection reset (RST) 4 times, 400 ms apart [N3, P3]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "connection errors are retried after reconnecting",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 4; i++) {
+          yield* eachProxy(proxiesOf(context), (proxy) => proxy.resetAll)
+          yield* Effect.sleep(400)
+        }
+      })
+  },
+  {
+    id: "lost-replies",
+    fault: "one reply swallowed (then the connection reset) 6 times, 300 ms apart [N2, P2]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "the command ran but the client cannot know: acquisition is idempotent (own token means acquired), a lost release leaves the key to its lease",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 6; i++) {
+          yield* eachProxy(proxiesOf(context), (proxy) => proxy.loseNextReply)
+          yield* Effect.sleep(300)
+        }
+      })
+  },
+  {
+    id: "connection-refused",
+    fault: "every connection reset and new ones refused for 1.5 s [P3]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "reconnect attempts fail; the lock's own deadlines bound every wait",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* eachProxy(proxiesOf(context), (proxy) => Effect.andThen(proxy.refuse, proxy.resetAll))
+        yield* Effect.sleep(1500).pipe(Effect.ensuring(eachProxy(proxiesOf(context), (proxy) => proxy.accept)))
+      })
+  },
+  {
+    id: "sentinel-failover",
+    fault: "SENTINEL FAILOVER (commanded) [SE1]",
+    deployments: ["sentinel"],
+    expect: "exclusion",
+    why: "acknowledged locks are on the promoted replica; the old master is refused by ROLE and the view",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const topology = context.deployment.sentinel
+        if (topology !== undefined) yield* SentinelTopology.failover(topology)
+      })
+  },
+  {
+    id: "sentinel-failover-kill",
+    fault: "kill -9 the master, Sentinel fails over on its own [SE2]",
+    deployments: ["sentinel"],
+    expect: "exclusion",
+    why: "acknowledged locks are on the promoted replica",
+    inject: (context) => Effect.asVoid(killMasterAndWaitForFailover(context))
+  },
+  {
+    id: "sentinel-stall",
+    fault: "SIGSTOP one of the three sentinels for 3 s",
+    deployments: ["sentinel"],
+    expect: "exclusion",
+    why: "the client asks every sentinel at once; one stalled sentinel costs nothing",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const sentinel = context.deployment.sentinel?.sentinels[0]
+        if (sentinel === undefined) return
+        yield* sentinel.pause
+        yield* Effect.sleep(3000).pipe(Effect.ensuring(Effect.ignore(sentinel.resume)))
+      })
+  },
+  {
+    id: "replica-stall",
+    fault: "SIGSTOP one replica of the key's master for 2 s [R3, C7]",
+    deployments: ["sentinel", "cluster"],
+    expect: "exclusion",
+    why: "WAIT cannot be satisfied: acquisitions time out unacknowledged, renewals retry within the usable lease",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const [replica] = yield* context.deployment.replicasFor(context.redisKeys[0] ?? "")
+        if (replica === undefined) return
+        yield* replica.pause
+        yield* Effect.sleep(2000).pipe(Effect.ensuring(Effect.ignore(replica.resume)))
+      })
+  },
+  ...(["", "FORCE", "TAKEOVER"] as const).map((mode): Scenario => ({
+    id: `cluster-failover${mode === "" ? "" : `-${mode.toLowerCase()}`}`,
+    fault:
+      mode === "FORCE"
+        ? "SIGSTOP the key's master, CLUSTER FAILOVER FORCE on its replica, SIGCONT [C5]"
+        : `CLUSTER FAILOVER${mode === "" ? "" : ` ${mode}`} on the key's replica [${mode === "" ? "C4" : "C6"}]`,
+    deployments: ["cluster"],
+    expect: "exclusion",
+    why: "acknowledged locks are on the promoted replica; MOVED re-routes renewals",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const cluster = context.deployment.cluster
+        const key = context.redisKeys[0] ?? ""
+        if (cluster === undefined) return
+        const master = yield* cluster.masterFor(key)
+        const replica = yield* cluster.replicaFor(key)
+        if (mode === "FORCE") {
+          yield* master.pause
+          yield* ClusterTopology.failover(cluster, replica, "FORCE").pipe(Effect.ensuring(Effect.ignore(master.resume)))
+        } else {
+          yield* ClusterTopology.failover(cluster, replica, mode === "" ? undefined : mode)
+        }
+      })
+  })),
+  {
+    id: "slot-migration",
+    fault: "the first key's slot migrated to another master with its keys [C3]",
+    deployments: ["cluster"],
+    expect: "exclusion",
+    why: "ASK is followed, MOVED re-routes; each lock script touches one key so TRYAGAIN cannot occur",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const cluster = context.deployment.cluster
+        const key = context.redisKeys[0] ?? ""
+        if (cluster === undefined) return
+        const from = yield* cluster.masterFor(key)
+        const slot = ClusterTopology.keySlot(key)
+        const others = yield* Effect.forEach(context.redisKeys, (k) => cluster.masterFor(k))
+        const to =
+          cluster.nodes
+            .slice(0, 3)
+            .find((node) => node.port !== from.port && !others.some((o) => o.port === node.port)) ??
+          cluster.nodes.slice(0, 3).find((node) => node.port !== from.port)
+        if (to === undefined) return
+        yield* ClusterMigration.migrateSlot(cluster, slot, from, to)
+        yield* Effect.sleep(1000)
+      })
+  }
+]

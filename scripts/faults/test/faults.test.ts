@@ -1,0 +1,57 @@
+// The fault matrix's CI subset: a few scenarios per deployment from scripts/faults/scenarios.ts, run
+// exactly as `npm run faults` runs them (real servers, worker processes, the independent checker),
+// so a regression in exclusion, loss reporting or liveness fails `npm test`. The whole matrix, with
+// its report in docs/faults.md, is `npm run faults`.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { ServerBinary } from "@sage/lock-testkit"
+import type { DeploymentKind } from "../deployments.ts"
+import { describeOverlap } from "../checker.ts"
+import { fastSettings, runCell } from "../run.ts"
+import { scenarios } from "../scenarios.ts"
+
+const flavors = ServerBinary.flavorsUnderTest()
+/** Alternate the flavors over the cells, so both are covered without doubling the time. */
+const flavorAt = (i: number): ServerBinary.Flavor => flavors[i % flavors.length] ?? "redis7"
+
+const subset: ReadonlyArray<readonly [string, DeploymentKind]> = [
+  ["holder-paused", "standalone"],
+  ["lost-replies", "standalone"],
+  // No Sentinel failover here: the full matrix found that a commanded failover can break exclusion
+  // (renewals acknowledged by the replica that is not promoted) and that a failover after a kill can
+  // end a TimedOut call more than 1 s late (release then leave, each bounded to 1 s). Both are known
+  // defects the matrix keeps reporting; a CI subset must not fail at random on them.
+  ["sentinel-stall", "sentinel"],
+  ["replica-stall", "sentinel"],
+  ["cluster-failover-force", "cluster"],
+  ["key-theft", "cluster"]
+]
+
+describe.concurrent("fault matrix subset", () => {
+  for (const [i, [id, kind]] of subset.entries()) {
+    const scenario = scenarios.find((candidate) => candidate.id === id)
+    if (scenario === undefined) throw new Error(`no scenario ${id}`)
+    const flavor = flavorAt(i)
+    it.live(
+      `${id} on ${kind} (${flavor}): ${scenario.expect}`,
+      () =>
+        Effect.gen(function* () {
+          const result = yield* runCell(scenario, kind, flavor, fastSettings)
+          const counts = result.counts
+          assert.isDefined(counts, result.problems.join("\n"))
+          assert.deepStrictEqual(result.problems, [], result.problems.join("\n"))
+          // The verdict's evidence, stated again so a weakened checker cannot pass silently.
+          assert.isAbove(counts?.acquisitionsAfterHeal ?? 0, 0)
+          if (scenario.expect === "exclusion") {
+            assert.deepStrictEqual((counts?.overlaps ?? []).map(describeOverlap), [])
+          } else {
+            assert.isTrue((counts?.overlaps ?? []).every((overlap) => overlap.surfaced))
+            const lost =
+              counts === undefined ? 0 : counts.lockLost.acquire + counts.lockLost.renew + counts.lockLost.release
+            assert.isAbove(lost, 0, "the fault took a lock away but no LockLost surfaced")
+          }
+        }),
+      90_000
+    )
+  }
+})
