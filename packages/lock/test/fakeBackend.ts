@@ -38,6 +38,8 @@ export const scripted = (
     release: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
     check: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
     renewAll: (requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>
+    /** Leaving the waiter queue; with it the backend has wake-ups (waiters just sleep their delay). */
+    leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
   }>
 ): { readonly layer: Layer.Layer<LockBackend>; readonly calls: Calls } => {
   const calls: Calls = { acquire: [], renew: [], release: [], renewAll: [] }
@@ -62,6 +64,14 @@ export const scripted = (
         return within(request, handlers.release?.(request) ?? Effect.succeed(true))
       }),
     check: (request) => within(request, handlers.check?.(request) ?? Effect.succeed(true)),
+    ...(handlers.leave === undefined
+      ? {}
+      : {
+          wakeups: {
+            await: (_key: string, _waiterId: string, millis: number) => Effect.as(Effect.sleep(millis), false),
+            leave: handlers.leave
+          }
+        }),
     ...(handlers.renewAll === undefined
       ? {}
       : {

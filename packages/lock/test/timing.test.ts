@@ -242,4 +242,27 @@ describe("backoff", () => {
       assert.strictEqual(yield* nextDelay(policy, 3, -5), 0)
     })
   )
+
+  it.effect("a waiter that gives up releases and leaves the queue at once: at most a second past waitTimeout", () =>
+    Effect.gen(function* () {
+      // The first attempt finds the key busy and registers the caller; the next gets no reply (it
+      // may have written). At the deadline both the release and the leave hang until their limit.
+      const backend = scripted({
+        acquire: (_request, attempt) => (attempt === 1 ? busy : Effect.never),
+        release: () => Effect.never,
+        leave: (_key, _id, timeoutMillis) => Effect.sleep(timeoutMillis)
+      })
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(backend.layer))
+      const fiber = yield* lock
+        .withLock("k", { waitTimeout: "3 seconds" })(Effect.void)
+        .pipe(Effect.flip, Effect.forkChild)
+      yield* TestClock.adjust("3999 millis")
+      assert.isUndefined(fiber.pollUnsafe(), "still cleaning up within its second")
+      yield* TestClock.adjust("1 millis")
+      assert.isDefined(fiber.pollUnsafe(), "returned a second past waitTimeout, not two")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "TimedOut")
+      assert.isAbove(backend.calls.release.length, 0, "the uncertain write was released")
+    })
+  )
 })

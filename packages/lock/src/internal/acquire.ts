@@ -189,9 +189,15 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
       if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
       const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
       // Giving up: withdraw from the server's line, unless another fiber of this client takes over
-      // the same registration (same waiter id) for this key.
+      // the same registration (same waiter id) for this key. Both run at once, so the cleanup stays
+      // within one second in all (one after the other they could take two): each is safe in either
+      // order, since a release wakes the next waiter itself and leaving wakes one only if the key
+      // is free.
       if (!registered || wakeups === undefined || params.hasSuccessor()) return release
-      return Effect.andThen(release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis))
+      return Effect.all([release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis)], {
+        concurrency: "unbounded",
+        discard: true
+      })
     }
   })
 
