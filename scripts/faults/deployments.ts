@@ -3,6 +3,7 @@
 // and the keys a namespace still has on the masters when the run is over.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import { LockScripts } from "@sage/lock"
 import {
   Acl,
   ClusterTopology,
@@ -178,7 +179,8 @@ export const start = (
 
 /**
  * The keys of `namespace` still on the masters that own `redisKeys` now (lock keys and their waiter
- * companions share the lock's hash tag, so they live on the same master).
+ * companions share the lock's hash tag, so they live on the same master), except the locks' fence
+ * keys, which are kept on purpose.
  */
 export const keysLeft = (
   deployment: Deployment,
@@ -191,10 +193,14 @@ export const keysLeft = (
       const master = yield* deployment.masterFor(key)
       masters.set(master.port, master)
     }
+    // A lock's fence key outlives it on purpose (the last fencing token, kept for a week): not a leak.
+    const fenceKeys = new Set(redisKeys.map((key) => LockScripts.fenceKey(key)))
     const found = new Set<string>()
     for (const master of masters.values()) {
       const reply = yield* master.commandWith({ timeoutMs: 2000 }, "KEYS", `${namespace}:*`)
-      for (const key of Array.isArray(reply) ? reply : []) found.add(String(key))
+      for (const key of Array.isArray(reply) ? reply : []) {
+        if (!fenceKeys.has(String(key))) found.add(String(key))
+      }
     }
     return [...found].toSorted()
   })

@@ -81,7 +81,7 @@ export const renderReport = (input: ReportInput): string => {
       "(with how many surfaced as `LockLost` in the overtaken holder); **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
       "more than 2 s after their body ended, each with 250 ms of scheduling tolerance (time a worker spent stopped by the test is not counted); " +
       "**max wait ms** the longest wait of a call, to its body or its failure; **gap ms** the longest time in which no body " +
-      "entered on any key (how hard the fault hit); **left** keys of the namespace still present " +
+      "entered on any key (how hard the fault hit); **left** keys of the namespace (other than the fence keys, kept on purpose) still present " +
       `up to lease + 4 s after the workers stopped; **unhandled** unexpected errors, defects, worker crashes, failed injections.`,
     "",
     "Verdicts: **exclusion**: no overlap at all. **violation**: a documented limit (docs/semantics.md, Limits) lets another holder in; every overlap " +
