@@ -51,6 +51,16 @@ const lastCommands = (server: RedisServer.RedisServer) =>
 const over = (server: RedisServer.RedisServer, options: EffectRedisBackend.Options = {}) =>
   EffectRedisBackend.layer(options).pipe(Layer.provideMerge(NodeRedis.layer({ url: server.url })))
 
+/** Two clients hand two keys to each other over the backend in context; the gaps and the server's connection count. */
+const twoHandoffs = (server: RedisServer.RedisServer) =>
+  Effect.gen(function* () {
+    const backend = yield* LockBackend
+    const [a, b] = yield* Effect.all([clientOver(backend), clientOver(backend)])
+    const gaps = [yield* handoff(() => Effect.succeed(server), a, b, "k1")]
+    gaps.push(yield* handoff(() => Effect.succeed(server), b, a, "k2"))
+    return { gaps, connections: yield* connectedClients(server) }
+  })
+
 describe("the backend over Effect's Redis service", () => {
   it.live("lock commands, contention between two clients and renewal add no connection to the app's one", () =>
     Effect.gen(function* () {
@@ -99,13 +109,7 @@ describe("the backend over Effect's Redis service", () => {
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: "redis7" })
       const baseline = yield* connectedClients(server)
-      const result = yield* Effect.gen(function* () {
-        const backend = yield* LockBackend
-        const [a, b] = yield* Effect.all([clientOver(backend), clientOver(backend)])
-        const gaps = [yield* handoff(() => Effect.succeed(server), a, b, "k1")]
-        gaps.push(yield* handoff(() => Effect.succeed(server), b, a, "k2"))
-        return { gaps, connections: yield* connectedClients(server) }
-      }).pipe(Effect.provide(over(server, { wakeups: true })))
+      const result = yield* twoHandoffs(server).pipe(Effect.provide(over(server, { wakeups: true })))
       assert.strictEqual(result.connections, baseline + 2, "the app's connection and one subscriber for both keys")
       // Polling after 800 ms of waiting would be hundreds of ms late; woken, it follows at once.
       for (const gap of result.gaps)
@@ -124,13 +128,9 @@ describe("the backend over Effect's Redis service", () => {
           return yield* Redis.Redis
         })
       ).pipe(Layer.provide(NodeRedis.layer({ url: server.url })))
-      const result = yield* Effect.gen(function* () {
-        const backend = yield* LockBackend
-        const [a, b] = yield* Effect.all([clientOver(backend), clientOver(backend)])
-        const gaps = [yield* handoff(() => Effect.succeed(server), a, b, "k1")]
-        gaps.push(yield* handoff(() => Effect.succeed(server), b, a, "k2"))
-        return { gaps, connections: yield* connectedClients(server) }
-      }).pipe(Effect.provide(EffectRedisBackend.layer({ wakeups: true }).pipe(Layer.provide(redisOnly))))
+      const result = yield* twoHandoffs(server).pipe(
+        Effect.provide(EffectRedisBackend.layer({ wakeups: true }).pipe(Layer.provide(redisOnly)))
+      )
       assert.strictEqual(result.connections, baseline + 3, "the app's connection and one subscription per key")
       for (const gap of result.gaps)
         assert.isBelow(gap, 150, `handoffs took ${result.gaps.map((g) => g.toFixed(1))} ms`)

@@ -5,6 +5,7 @@
  * Process-level faults (SIGSTOP, kill -9, restart) are on `RedisServer` itself; network faults are
  * in `FaultProxy`.
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Net from "node:net"
@@ -97,13 +98,13 @@ export const busyScript = (server: RedisServer, millis: number): Effect.Effect<v
     yield* Effect.sleep(Math.max(0, millis - debugSleepGraceMs))
     // SCRIPT KILL until the script is gone (OK: killed now; NOTBUSY: gone already). On a loaded
     // machine one attempt may time out: that is retried too, within ten seconds.
-    const deadline = Date.now() + 10_000
+    const started = yield* Clock.monotonicTimeNanos
     for (;;) {
       const reply = yield* Effect.result(
         server.commandWith({ timeoutMs: 2000, errorReplyAsValue: true }, "SCRIPT", "KILL")
       )
       if (reply._tag === "Success" && (reply.success === "OK" || String(reply.success).startsWith("NOTBUSY"))) break
-      if (Date.now() > deadline) {
+      if ((yield* Clock.monotonicTimeNanos) - started > 10_000_000_000n) {
         return yield* new TestkitError({
           reason: "CommandFailed",
           message: `SCRIPT KILL did not end the busy script within 10 s: ${
