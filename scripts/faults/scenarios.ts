@@ -454,6 +454,22 @@ export const scenarios: ReadonlyArray<Scenario> = [
         yield* Effect.sleep(2000).pipe(Effect.ensuring(Effect.ignore(replica.resume)))
       })
   },
+  {
+    id: "replica-kill",
+    fault: "kill -9 one replica of the key's master, restart it 3 s later",
+    deployments: ["sentinel", "cluster"],
+    expect: "exclusion",
+    why:
+      "the master lists the replicas left and they acknowledge; on Sentinel, writes wait until the " +
+      "sentinels see the dead replica disconnected (a replica that left while vouched for may be a promoted one)",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const [replica] = yield* context.deployment.replicasFor(context.redisKeys[0] ?? "")
+        if (replica === undefined) return
+        yield* replica.kill
+        yield* Effect.sleep(3000).pipe(Effect.ensuring(Effect.ignore(replica.restart)))
+      })
+  },
   ...(["", "FORCE", "TAKEOVER"] as const).map((mode): Scenario => ({
     id: `cluster-failover${mode === "" ? "" : `-${mode.toLowerCase()}`}`,
     fault:

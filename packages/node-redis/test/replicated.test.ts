@@ -9,13 +9,15 @@ import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import type { Pool } from "../src/internal/pool.ts"
-import { makeBackend, type Topology } from "../src/internal/replicated.ts"
+import { makeBackend, type Route, type Topology } from "../src/internal/replicated.ts"
 import * as Scripts from "../src/internal/scripts.ts"
 
 const scripted = (options: {
   role: unknown
   viewSaysMaster: boolean
   viewReplicas: number | undefined
+  /** The view's `departed` hook (see `Route.departed`), as the Sentinel topology provides it. */
+  departed?: Route["departed"]
   /** How many replicas acknowledge a write (WAIT answers at most this many); all it asks by default. */
   acks?: number
 }) => {
@@ -37,7 +39,8 @@ const scripted = (options: {
   }
   const topology: Topology = {
     description: "scripted",
-    route: () => Effect.succeed({ address: "10.0.0.1:6379", replicas: options.viewReplicas }),
+    route: () =>
+      Effect.succeed({ address: "10.0.0.1:6379", replicas: options.viewReplicas, departed: options.departed }),
     isMaster: () => options.viewSaysMaster,
     refresh: () => Effect.void,
     publish: "PUBLISH",
@@ -174,5 +177,48 @@ describe("replicated write checks", () => {
         assert.isAbove(Number(wait?.[2]), 0)
       }
     })
+  )
+
+  it.effect(
+    "a replica that left the master while the view vouches for it fails the write, whatever the others acknowledge",
+    () =>
+      Effect.gen(function* () {
+        // The old master after a commanded failover: it lists one of its two replicas (the other was
+        // promoted), and that one acknowledges. The view still vouches for the promoted replica.
+        const asked: Array<string> = []
+        const { backend } = scripted({
+          role: ["master", 10, replicas(1)],
+          viewSaysMaster: true,
+          viewReplicas: 2,
+          departed: (master, role) =>
+            Effect.sync(() => {
+              asked.push(`${master} ${JSON.stringify(role)}`)
+              return "10.0.1.1:6379"
+            })
+        })
+        const reply = yield* (yield* backend)
+          .acquire({ key: "t:{k}", token: "tok", leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: true })
+          .pipe(Effect.flip)
+        assert.strictEqual(reply.code, "UNACKNOWLEDGED")
+        assert.include(reply.reply, "10.0.1.1:6379")
+        assert.isTrue(reply.mayHaveExecuted, "the write was applied: cleanup must release it")
+        assert.deepStrictEqual(asked, [`10.0.0.1:6379 ${JSON.stringify(["master", 10, replicas(1)])}`])
+
+        // No departure: the one replica both lists is enough.
+        const calm = scripted({
+          role: ["master", 10, replicas(1)],
+          viewSaysMaster: true,
+          viewReplicas: 2,
+          departed: () => Effect.undefined
+        })
+        const granted = yield* (yield* calm.backend).acquire({
+          key: "t:{k}",
+          token: "tok",
+          leaseMillis: 5_000,
+          timeoutMillis: 1_000,
+          acknowledge: true
+        })
+        assert.strictEqual(granted._tag, "Acquired")
+      })
   )
 })

@@ -4,6 +4,7 @@
 import * as Effect from "effect/Effect"
 import { LockRedisError } from "@sage/lock/LockError"
 import { replicatedFailure as failure, type Send } from "./commands.ts"
+import type { Route } from "./replicated.ts"
 
 const noReplicas = (address: string): LockRedisError =>
   new LockRedisError({
@@ -24,23 +25,39 @@ export const connectedReplicas = (role: unknown): number =>
 /** How long a `WAIT` sent together with the write may block before the lock asks again. */
 const earlyWaitMillis = 100
 
+/** The replicas a `ROLE` reply lists as connected, as `ip:port`. */
+export const replicaAddresses = (role: unknown): ReadonlyArray<string> =>
+  Array.isArray(role) && Array.isArray(role[2])
+    ? role[2].flatMap((entry: unknown) =>
+        Array.isArray(entry) && entry.length >= 2 ? [`${String(entry[0])}:${String(entry[1])}`] : []
+      )
+    : []
+
+/**
+ * How many replicas must confirm a write, given the view's count and what the master lists as
+ * connected (its `ROLE` reply): those both list, and at least one. Right after a failover the new
+ * master has fewer replicas than the view remembers. Without a view, every replica the master lists.
+ */
+const wantedReplicas = (viewReplicas: number | undefined, connected: number): number =>
+  Math.max(1, viewReplicas === undefined ? connected : Math.min(viewReplicas, connected))
+
 /**
  * The `WAIT` to send in the same round trip as a write, before the master's `ROLE` reply is known:
  * for the replicas the view lists, or fewer when the master listed fewer last time (`lastConnected`);
- * without a view (a shared client that keeps no replica list), for those the master last listed.
- * It blocks at most 100 ms: if it guessed wrong (the replica set changed) or the replicas are slow,
- * `awaitReplicas` asks again with the right count and the rest of the budget.
+ * without a view (a shared client that keeps no replica list), for those the master last listed. It blocks at most 100 ms: if it guessed wrong (the
+ * replica set changed) or the replicas are slow, `awaitReplicas` asks again with the right count
+ * and the rest of the budget.
  */
 export const earlyWait = (
-  viewReplicas: number | undefined,
+  route: Route,
   lastConnected: number | undefined,
   waitMillis: number
 ): ReadonlyArray<string> | undefined => {
-  if (viewReplicas === 0) return undefined
+  if (route.replicas === 0) return undefined
   // A client without a replica list: guess from the master's last ROLE, or send none the first time.
-  const guess = viewReplicas ?? lastConnected
+  const guess = route.replicas ?? lastConnected
   if (guess === undefined) return undefined
-  const wanted = Math.max(1, Math.min(guess, lastConnected ?? guess))
+  const wanted = wantedReplicas(guess, lastConnected ?? guess)
   const millis = Math.floor(Math.min(earlyWaitMillis, waitMillis))
   return millis < 1 ? undefined : ["WAIT", String(wanted), String(millis)]
 }
@@ -48,29 +65,52 @@ export const earlyWait = (
 /**
  * Waits until the replicas confirm every write made so far on `connection`, within `waitMillis`.
  *
- * Every replica that both the client's view (`viewReplicas`) and the master itself (its `role`
- * reply) list is waited for, and at least one: right after a failover the new master has fewer
- * replicas than the view remembers, and a master that lists none (restarted empty, isolated) must
- * not pass with `WAIT 0`. When neither knows a replica, the deployment has none and waiting could
- * only end in a timeout: `NO_REPLICAS`, at once, naming the way out.
+ * The replicas waited for are those both the view and the master list, and at least one: a master
+ * that lists none (restarted empty, isolated) never passes with `WAIT 0`. A replica that left the
+ * master while the view still vouches for it (`Route.departed`: it may have been promoted) fails
+ * the write at once, whatever the others acknowledge. When neither the view nor the master knows a replica, the
+ * deployment has none and waiting could only end in a timeout: `NO_REPLICAS`, at once, naming the
+ * way out.
  *
- * `viewReplicas` is undefined when the client keeps no replica list (a shared Sentinel client
+ * `route.replicas` is undefined when the client keeps no replica list (a shared Sentinel client
  * without replica connections, a shared Cluster client without `useReplicas`): then every replica
  * the master lists is waited for, and a master that lists none is retried (it may be a freshly
  * promoted one whose replicas have not reconnected yet), since nothing says the deployment has none.
  */
 export const awaitReplicas = (
   connection: { readonly address: string; readonly send: Send },
-  viewReplicas: number | undefined,
+  route: Route,
   role: unknown,
   waitMillis: number,
   /** The reply of a `WAIT` sent right after the write, in the same round trip (see `earlyWait`). */
   earlyAcks?: unknown
 ): Effect.Effect<void, LockRedisError> =>
+  route.departed === undefined
+    ? waitForReplicas(connection, route, role, waitMillis, earlyAcks)
+    : Effect.flatMap(route.departed(connection.address, role), (replica) =>
+        replica === undefined
+          ? waitForReplicas(connection, route, role, waitMillis, earlyAcks)
+          : Effect.fail(
+              failure(
+                "UNACKNOWLEDGED",
+                `the replica ${replica} left ${connection.address} while the sentinels still vouch for it ` +
+                  "(promoted?): the other replicas' acknowledgement does not count",
+                true
+              )
+            )
+      )
+
+const waitForReplicas = (
+  connection: { readonly address: string; readonly send: Send },
+  route: Route,
+  role: unknown,
+  waitMillis: number,
+  earlyAcks: unknown
+): Effect.Effect<void, LockRedisError> =>
   Effect.suspend(() => {
     const connected = connectedReplicas(role)
-    if (viewReplicas === 0 && connected === 0) return Effect.fail(noReplicas(connection.address))
-    const wanted = Math.max(1, viewReplicas === undefined ? connected : Math.min(viewReplicas, connected))
+    if (route.replicas === 0 && connected === 0) return Effect.fail(noReplicas(connection.address))
+    const wanted = wantedReplicas(route.replicas, connected)
     // WAIT answers how many replicas had the write when it returned: enough of them is enough,
     // whatever count it was asked for.
     if (typeof earlyAcks === "number" && earlyAcks >= wanted) return Effect.void

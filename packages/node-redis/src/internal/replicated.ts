@@ -30,6 +30,14 @@ import { monotonicMillis } from "./time.ts"
 export interface Route {
   readonly address: string
   readonly replicas: number | undefined
+  /**
+   * Asks the view whether a replica left the master (`ROLE` lists it no more) while the view still
+   * vouches for it, and answers its address. A master that lost a replica to a promotion still
+   * lists the others, and their acknowledgement alone would confirm a write the promoted replica
+   * never gets: such a write must not count. Only views that track each replica's health (the
+   * sentinels) can tell a departure from a death; without it, the master's own list is believed.
+   */
+  readonly departed?: ((master: string, role: unknown) => Effect.Effect<string | undefined>) | undefined
 }
 
 /** What a replicated deployment tells the lock about its topology. */
@@ -132,7 +140,7 @@ const guardedWrite = <A>(
             // run too early; then both are asked again.
             const wait =
               script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
-                ? earlyWait(route.replicas, known.replicaCounts.get(address), timeout)
+                ? earlyWait(route, known.replicaCounts.get(address), timeout)
                 : undefined
             const [sent, role, acks] = yield* Effect.all(
               [
@@ -173,7 +181,7 @@ const guardedWrite = <A>(
           return yield* onNotMaster(connection.address)
         }
         if (!request.acknowledge) return value
-        yield* awaitReplicas(connection, route.replicas, role, yield* left, earlyAcks)
+        yield* awaitReplicas(connection, route, role, yield* left, earlyAcks)
         return value
       })
     return yield* attempt(route.address, false).pipe(

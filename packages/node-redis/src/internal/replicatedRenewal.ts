@@ -117,7 +117,7 @@ const renewOnNode = (
         }
         if (!acknowledge) return results
         // One WAIT covers every write of the pipeline: it counts all writes made on its connection.
-        const acknowledged = yield* Effect.result(awaitReplicas(connection, group.route.replicas, role, yield* left))
+        const acknowledged = yield* Effect.result(awaitReplicas(connection, group.route, role, yield* left))
         return acknowledged._tag === "Success" ? results : wrote(acknowledged.failure)
       })
     )

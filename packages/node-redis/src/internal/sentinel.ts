@@ -15,6 +15,7 @@ import type * as Scope from "effect/Scope"
 import { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
+import { replicaAddresses } from "./acknowledgement.ts"
 import { classify, isUnknownMasterReply } from "./classify.ts"
 import type { Topology } from "./replicated.ts"
 import type { Subscriber } from "./wakeups.ts"
@@ -26,6 +27,8 @@ type Client = ReturnType<typeof createClient>
 interface View {
   readonly master: Address.HostPort | undefined
   readonly replicas: number
+  /** The healthy replicas' addresses (`ip:port`, as the master lists them in `ROLE`). */
+  readonly replicaAddresses: ReadonlyArray<string>
   readonly epoch: number
   /** The other sentinels this one knows, so the client also asks sentinels it was not given. */
   readonly sentinels: ReadonlyArray<Address.HostPort>
@@ -174,16 +177,36 @@ export const connect = (
       Effect.forever(Effect.sleep(refreshEveryMillis).pipe(Effect.andThen(refreshNow), Effect.andThen(wakeups.follow)))
     )
 
+    const refresh = Effect.asVoid(Effect.forkIn(refreshNow.pipe(Effect.andThen(wakeups.follow)), scope))
+
+    // The replicas each master listed in its last `ROLE` reply, and those that left it while the
+    // sentinels still vouched for them. A commanded failover promotes a replica while the old
+    // master still takes writes and lists the other replicas: without this, their acknowledgement
+    // would confirm a renewal the promoted replica never gets, and the key would expire there while
+    // its holder runs on. A replica that died is soon `disconnected` or down for the sentinels,
+    // and is forgotten then; until that, writes are refused (retried within their budget).
+    const listed = new Map<string, ReadonlyArray<string>>()
+    const departed = (master: string, role: unknown): Effect.Effect<string | undefined> =>
+      Effect.suspend(() => {
+        const connected = replicaAddresses(role)
+        const vouched = view?.master !== undefined && Address.format(view.master) === master ? view : undefined
+        const gone = (listed.get(master) ?? []).filter(
+          (replica) => !connected.includes(replica) && vouched?.replicaAddresses.includes(replica) === true
+        )
+        listed.set(master, gone.length === 0 ? connected : [...connected, ...gone])
+        return gone.length === 0 ? Effect.undefined : Effect.as(refresh, gone[0])
+      })
+
     return {
       description: "node-redis sentinel",
       route: () =>
         Effect.suspend(() =>
           view?.master === undefined
             ? Effect.fail(noMaster(name, lastWhy))
-            : Effect.succeed({ address: Address.format(view.master), replicas: view.replicas })
+            : Effect.succeed({ address: Address.format(view.master), replicas: view.replicas, departed })
         ),
       isMaster: (_key, address) => view?.master !== undefined && Address.format(view.master) === address,
-      refresh: () => Effect.asVoid(Effect.forkIn(refreshNow.pipe(Effect.andThen(wakeups.follow)), scope)),
+      refresh: () => refresh,
       publish: "PUBLISH",
       subscriber: () => Promise.resolve(wakeups.subscriber)
     } satisfies Topology
@@ -301,10 +324,19 @@ const ask = (client: Client, name: string): Effect.Effect<Answer> =>
     const address = { host: master["ip"] ?? "", port }
     const usable = healthy(master) && !(master["flags"] ?? "").includes("failover_in_progress")
     const replies = yield* send(client, ["SENTINEL", "REPLICAS", name])
-    const replicas = Array.isArray(replies) ? replies.map(pairs).filter(healthy).length : 0
+    const replicaAddresses = (Array.isArray(replies) ? replies.map(pairs) : [])
+      .filter(healthy)
+      .map((fields) => `${fields["ip"] ?? ""}:${fields["port"] ?? ""}`)
+    const replicas = replicaAddresses.length
     const valid = usable && Address.checkHost(address.host) === undefined && Address.checkPort(port) === undefined
     const others = yield* send(client, ["SENTINEL", "SENTINELS", name]).pipe(Effect.orElseSucceed(() => []))
-    return { master: valid ? address : undefined, replicas, epoch, sentinels: nodesOf(others) } satisfies View
+    return {
+      master: valid ? address : undefined,
+      replicas,
+      replicaAddresses,
+      epoch,
+      sentinels: nodesOf(others)
+    } satisfies View
   }).pipe(
     Effect.catch((error: LockRedisError) =>
       Effect.succeed<Answer>(error.kind === "server" && isUnknownMasterReply(error.reply) ? "unknown" : error)
