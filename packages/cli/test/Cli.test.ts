@@ -5,9 +5,14 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ChildProcess from "node:child_process"
 import * as Net from "node:net"
+import * as Path from "node:path"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer } from "@sage/lock-testkit"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
+import packageJson from "../package.json" with { type: "json" }
 import { fails, inspectListRelease, namespace, succeeds } from "./harness.ts"
 
 class Server extends Context.Service<Server, RedisServer.RedisServer>()("@sage/lock-cli/test/Server") {}
@@ -34,6 +39,20 @@ const silentPort = Effect.acquireRelease(
       server.close(() => resume(Effect.void))
     })
 ).pipe(Effect.map(({ server }) => (server.address() as Net.AddressInfo).port))
+
+const bin = Path.join(import.meta.dirname, "..", "src", "bin.ts")
+
+/** Runs the `sage-lock` executable in a node process (sources through the workspace condition). */
+const spawnBin = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.callback<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const child = ChildProcess.execFile(
+      process.execPath,
+      ["--conditions=@sage/source", bin, ...args],
+      { env: { PATH: process.env["PATH"] ?? "", ...env }, timeout: 30_000 },
+      (_error, stdout, stderr) => resume(Effect.succeed({ code: child.exitCode, stdout, stderr }))
+    )
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
 
 layer(ServerLive, { excludeTestServices: true })("sage-lock on a standalone server", (it) => {
   it.effect("inspects, lists, refuses to release without --force and releases with it", () =>
@@ -83,6 +102,32 @@ layer(ServerLive, { excludeTestServices: true })("sage-lock on a standalone serv
         assert.notInclude(message, secret)
       }
       assert.include(wrongUrl, `redis://127.0.0.1:${server.port}`, "the target is named without its credentials")
+    })
+  )
+
+  it.effect("the sage-lock executable: JSON on stdout and status 0, one line on stderr and status 1", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const ns = namespace("bin")
+      const backend = yield* NodeRedisBackend.make({ url: server.url })
+      const lock = yield* Lock.make({ namespace: ns }).pipe(Effect.provideService(LockBackend, backend))
+      yield* lock.withLock("report", { waitTimeout: "2 seconds" })(Effect.void)
+      const flags = ["--url", server.url, "--user", "operator", "--namespace", ns]
+      const [inspected, refused] = yield* Effect.all(
+        [
+          spawnBin(["inspect", "report", "--json", ...flags], { SAGE_LOCK_PASSWORD: secret }),
+          spawnBin(["release", "report", ...flags])
+        ],
+        { concurrency: 2 }
+      )
+      assert.strictEqual(inspected.code, 0, inspected.stderr)
+      assert.strictEqual(inspected.stderr, "")
+      const report = JSON.parse(inspected.stdout)
+      assert.strictEqual(report.held, false)
+      assert.isAbove(report.lastFencingToken, 0)
+      assert.strictEqual(refused.code, 1)
+      assert.strictEqual(refused.stdout, "")
+      assert.match(refused.stderr, /^sage-lock: refusing to release "report" without --force[^\n]*\n$/)
     })
   )
 })
@@ -138,5 +183,9 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
       const cluster = yield* fails(["list", "--cluster", `127.0.0.1:${port}`, "--timeout", "0.5"])
       assert.include(cluster, "no connection within 500 ms")
     })
+  )
+
+  it.live("--version prints the package's version", () =>
+    Effect.map(succeeds(["--version"]), (out) => assert.strictEqual(out, `sage-lock v${packageJson.version}`))
   )
 })
