@@ -25,6 +25,7 @@ export default defineConfig({
       project("lock", "packages/lock"),
       project("node-redis", "packages/node-redis"),
       project("testkit", "packages/testkit"),
+      project("cli", "packages/cli"),
       // The fault matrix's CI subset (scripts/faults/test); `npm run faults` runs the whole matrix.
       // Each cell runs servers and worker processes: three at a time keeps a 2-core machine responsive.
       project("faults", "scripts/faults", { maxConcurrency: 3 })

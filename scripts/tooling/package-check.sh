@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks what gets published, the way a user receives it (part of `npm test`):
-#   1. packs @sage/lock and @sage/lock-node-redis with `pnpm pack` (their prepack builds dist/);
+#   1. packs @sage/lock, @sage/lock-node-redis and @sage/lock-cli with `pnpm pack` (their prepack
+#      builds dist/);
 #   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
 #   3. installs the tarballs with effect and redis from the npm registry into a fresh temporary
 #      project outside the workspace, and runs a plain JavaScript program with plain `node` against a
-#      redis-server it starts (consumer/main.mjs);
+#      redis-server it starts (consumer/main.mjs), and the installed `sage-lock` executable;
 #   4. type-checks a TypeScript program and every example (README.md, docs/, `@example` blocks of
 #      the published sources; see examples.ts) under NodeNext and under Bundler, both strict.
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
@@ -26,9 +27,9 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-step "build and pack (prepack builds each package; @sage/lock first, the backend compiles against its dist/)"
+step "build and pack (prepack builds each package; @sage/lock first, then the backend and the CLI against its dist/)"
 mkdir -p "$work/tarballs"
-for dir in packages/lock packages/node-redis; do
+for dir in packages/lock packages/node-redis packages/cli; do
   # pnpm pack lists every file; keep its output (with any tsc error of the build) for a failure only.
   if ! (cd "$dir" && pnpm pack --pack-destination "$work/tarballs" >"$work/pack.log" 2>&1); then
     cat "$work/pack.log" >&2
@@ -38,8 +39,9 @@ for dir in packages/lock packages/node-redis; do
 done
 lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
 backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
+cli_tgz=$(ls "$work"/tarballs/sage-lock-cli-*.tgz)
 ls -l "$work/tarballs"
-for tgz in "$lock_tgz" "$backend_tgz"; do
+for tgz in "$lock_tgz" "$backend_tgz" "$cli_tgz"; do
   # pnpm swaps in publishConfig.exports; the workspace-only source condition must not ship.
   if tar xzf "$tgz" -O package/package.json | grep -q '"@sage/source"'; then
     echo "package-check: $(basename "$tgz") still exports the @sage/source condition" >&2
@@ -50,11 +52,13 @@ done
 step "publint"
 pnpm exec publint --strict "$lock_tgz"
 pnpm exec publint --strict "$backend_tgz"
+pnpm exec publint --strict "$cli_tgz"
 
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
 pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
   --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
 pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend
+pnpm exec attw --profile esm-only --format table-flipped "$cli_tgz" --include-entrypoints ./Cli ./CommandFailed
 
 # The backend over Effect's Redis service needs nothing from @effect/platform-node, but its examples
 # use NodeRedis.layer as an app would, so the consumer installs it at the effect version.
@@ -67,11 +71,25 @@ cat >"$app/package.json" <<JSON
 { "name": "sage-lock-consumer", "private": true, "type": "module" }
 JSON
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
-  "$lock_tgz" "$backend_tgz" "effect@$effect_version" "redis@$redis_version" \
+  "$lock_tgz" "$backend_tgz" "$cli_tgz" "effect@$effect_version" "redis@$redis_version" \
   "@effect/platform-node@$effect_version" "@types/node@$types_node_version")
 
 step "run a JavaScript program with plain node"
 (cd "$app" && node main.mjs)
+
+# The executable as npx runs it: from dist/, through the bin link npm made. A refused connection must
+# end in one line on stderr and status 1 (no stack trace, no hang).
+step "run the installed sage-lock executable"
+(cd "$app" && ./node_modules/.bin/sage-lock --version)
+if (cd "$app" && ./node_modules/.bin/sage-lock list --url redis://127.0.0.1:1 2>"$work/cli.err"); then
+  echo "package-check: sage-lock list against a closed port succeeded" >&2
+  exit 1
+fi
+cat "$work/cli.err"
+if ! grep -q '^sage-lock: cannot connect' "$work/cli.err" || grep -q '^ *at ' "$work/cli.err"; then
+  echo "package-check: sage-lock did not fail with one clear line" >&2
+  exit 1
+fi
 
 step "extract the examples"
 node "$here/examples.ts" "$app/examples"

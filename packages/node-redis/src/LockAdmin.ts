@@ -16,17 +16,33 @@ import * as Effect from "effect/Effect"
 import { LockScripts } from "@sage/lock"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./internal/classify.ts"
-import { sendWithin, unexpected } from "./internal/commands.ts"
+import { type CommandClient, sendWithin, unexpected } from "./internal/commands.ts"
 
 /**
- * A client that sends commands to the one node holding every key (standalone, or a Sentinel
- * client, which sends to the master).
+ * A client that sends commands to the one node holding every key (a standalone `createClient`).
  *
  * @category models
  * @since 0.3.0
  */
 export interface SingleNodeClient {
   sendCommand(args: Array<string>): Promise<unknown>
+}
+
+/**
+ * What the admin functions need of a node-redis Sentinel client (`createSentinel`): its
+ * `sendCommand` takes `isReadonly` first, and every command is sent as a write, so it goes to the
+ * master, where the lock's keys are.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface SentinelClient {
+  getMasterNode(): unknown
+  sendCommand(
+    isReadonly: boolean | undefined,
+    args: Array<string>,
+    options?: { readonly timeout?: number }
+  ): Promise<unknown>
 }
 
 /**
@@ -47,7 +63,7 @@ export interface ClusterClient {
  * @category models
  * @since 0.3.0
  */
-export type Client = SingleNodeClient | ClusterClient
+export type Client = SingleNodeClient | SentinelClient | ClusterClient
 
 /**
  * What the server says about one lock.
@@ -87,6 +103,13 @@ const shown = (value: unknown): string => {
 
 const isCluster = (client: Client): client is ClusterClient => "masters" in client && "nodeClient" in client
 
+const isSentinel = (client: Client): client is SentinelClient => "getMasterNode" in client
+
+/** A Sentinel client seen as the one node it sends to (the master: every command is a write). */
+const masterOf = (client: SentinelClient): CommandClient => ({
+  sendCommand: (args, options) => client.sendCommand(false, args, options)
+})
+
 const send = (
   client: Client,
   routeKey: string,
@@ -103,7 +126,7 @@ const send = (
           orElse: () => Effect.fail(classify(args[0] ?? "command", new Error(`no reply within ${timeoutMillis} ms`)))
         })
       )
-    : sendWithin(client, args, timeoutMillis)
+    : sendWithin(isSentinel(client) ? masterOf(client) : client, args, timeoutMillis)
 
 // One atomic read of a lock's keys (they share a hash tag, so one slot).
 const readScript = `return {redis.call("PTTL", KEYS[1]), redis.call("GET", KEYS[2]), redis.call("ZCARD", KEYS[3])}`
@@ -178,7 +201,7 @@ const lockKeyOf = (namespace: string, key: string): string | undefined => {
 
 /** Every lock of `namespace` with a key on one node (the lock key or a companion), by SCAN. */
 const scanNode = (
-  node: SingleNodeClient,
+  node: CommandClient,
   namespace: string,
   timeoutMillis: number
 ): Effect.Effect<Array<string>, LockRedisError> =>
@@ -234,14 +257,14 @@ export const list = (
       )
     }
     const timeoutMillis = options?.timeoutMillis ?? 2_000
-    const nodes: ReadonlyArray<SingleNodeClient> = isCluster(client)
+    const nodes: ReadonlyArray<CommandClient> = isCluster(client)
       ? yield* Effect.forEach(client.masters, (master) =>
           Effect.tryPromise({
             try: async () => (await client.nodeClient(master as never)) as SingleNodeClient,
             catch: (error) => classify("connect", error)
           })
         )
-      : [client]
+      : [isSentinel(client) ? masterOf(client) : client]
     const keys = (yield* Effect.forEach(nodes, (node) => scanNode(node, namespace, timeoutMillis))).flat()
     // SCAN may return a key twice, and a lock has several keys: each lock is inspected once, in order.
     const unique = [...new Set(keys)].sort()

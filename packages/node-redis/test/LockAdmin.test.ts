@@ -7,10 +7,10 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { Lease, Lock, LockScripts } from "@sage/lock"
-import { ClusterTopology, RedisServer } from "@sage/lock-testkit"
+import { ClusterTopology, RedisServer, SentinelTopology } from "@sage/lock-testkit"
 import * as LockAdmin from "../src/LockAdmin.ts"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-import { connectClient, connectCluster } from "./clients.ts"
+import { connectClient, connectCluster, connectSentinel } from "./clients.ts"
 
 describe("LockAdmin", () => {
   it.live("inspects a held lock, lists the namespace, and forces a lock free only when told to", () =>
@@ -104,6 +104,41 @@ describe("LockAdmin", () => {
       const inspected = yield* LockAdmin.inspect(cluster, LockScripts.lockKey("admin", "k3"))
       assert.isFalse(inspected.held)
       assert.isDefined(inspected.lastFencingToken)
+    })
+  )
+
+  // A Sentinel client's sendCommand takes (isReadonly, args): the admin functions must not pass it
+  // a standalone client's (args) and must read the master, where the lock's keys are written.
+  it.live("inspects, lists and forces a lock free through a Sentinel client", () =>
+    Effect.gen(function* () {
+      const topology = yield* SentinelTopology.start({ flavor: "redis7", downAfterMillis: 8_000 })
+      const sentinel = yield* connectSentinel(topology)
+      const backend = yield* Layer.build(NodeRedisBackend.layerFromSentinel(sentinel))
+      const lock = yield* Lock.make({ namespace: "admin", leaseDuration: "5 seconds" }).pipe(Effect.provide(backend))
+      const key = LockScripts.lockKey("admin", "s1")
+      const inside = yield* Deferred.make<number>()
+      const holder = yield* Lease.Lease.use((lease) =>
+        Effect.andThen(Deferred.succeed(inside, lease.fencingToken), Effect.never)
+      ).pipe(lock.withLock("s1", { waitTimeout: "5 seconds" }), Effect.forkChild)
+      const token = yield* Deferred.await(inside)
+      yield* lock.withLock("s2", { waitTimeout: "2 seconds" })(Effect.void)
+
+      const held = yield* LockAdmin.inspect(sentinel, key)
+      assert.isTrue(held.held)
+      assert.isAbove(held.remainingMillis!, 0)
+      assert.strictEqual(held.lastFencingToken, token)
+      assert.deepStrictEqual(
+        (yield* LockAdmin.list(sentinel, "admin")).map((info) => [info.key, info.held]),
+        [
+          ["admin:{s1}", true],
+          ["admin:{s2}", false]
+        ]
+      )
+      assert.isTrue(yield* LockAdmin.forceRelease(sentinel, key, { force: true }))
+      assert.isFalse((yield* LockAdmin.inspect(sentinel, key)).held)
+      assert.isFalse(yield* LockAdmin.forceRelease(sentinel, key, { force: true }), "nothing left to release")
+      const lost = yield* Fiber.join(holder).pipe(Effect.flip)
+      assert.strictEqual(lost._tag, "LockLost")
     })
   )
 })

@@ -2,14 +2,17 @@
 // with the test's scope.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { ClusterTopology } from "@sage/lock-testkit"
-import { createClient, createCluster } from "redis"
+import type { ClusterTopology, SentinelTopology } from "@sage/lock-testkit"
+import { createClient, createCluster, createSentinel } from "redis"
 
 const newClient = (url: string) => createClient({ url })
 const newCluster = (topology: ClusterTopology.ClusterTopology) =>
   createCluster({ rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })) })
+const newSentinel = (topology: SentinelTopology.SentinelTopology) =>
+  createSentinel({ name: topology.masterName, sentinelRootNodes: topology.sentinelNodes })
 type Client = ReturnType<typeof newClient>
 type Cluster = ReturnType<typeof newCluster>
+type Sentinel = ReturnType<typeof newSentinel>
 
 /** A connected standalone client for `url`. */
 export const connectClient = (url: string): Effect.Effect<Client, never, Scope.Scope> =>
@@ -33,4 +36,18 @@ export const connectCluster = (topology: ClusterTopology.ClusterTopology): Effec
       return cluster
     }),
     (cluster) => Effect.promise(() => cluster.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
+  )
+
+/** A connected Sentinel client for the master of `topology`. */
+export const connectSentinel = (
+  topology: SentinelTopology.SentinelTopology
+): Effect.Effect<Sentinel, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const sentinel = newSentinel(topology)
+      sentinel.on("error", () => {})
+      await sentinel.connect()
+      return sentinel
+    }),
+    (sentinel) => Effect.promise(() => sentinel.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
   )

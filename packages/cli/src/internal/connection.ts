@@ -1,0 +1,252 @@
+// From the connection flags to one connected node-redis client for the life of a command: which
+// deployment (--url, --sentinel with --master, or --cluster), the credentials (from the URL or the
+// environment; never printed), and a connect bounded by --timeout that leaves no socket open, so a
+// command never hangs on an unreachable server and the process exits when it is done.
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
+import type { LockAdmin } from "@sage/lock-node-redis"
+import { createClient, createCluster, createSentinel } from "redis"
+import { CommandFailed } from "../CommandFailed.ts"
+import * as Address from "./address.ts"
+
+/** The standalone server when no deployment flag is given. */
+export const defaultUrl = "redis://127.0.0.1:6379"
+
+/** The environment variables holding passwords (never a flag: flags show up in `ps`). */
+export const passwordVariable = "SAGE_LOCK_PASSWORD"
+export const sentinelPasswordVariable = "SAGE_LOCK_SENTINEL_PASSWORD"
+
+/** The connection flags as the command parser gives them. */
+export interface ConnectionFlags {
+  readonly url: Option.Option<string>
+  readonly sentinel: Option.Option<string>
+  readonly master: Option.Option<string>
+  readonly cluster: Option.Option<string>
+  readonly user: Option.Option<string>
+  /** Seconds. */
+  readonly timeout: number
+}
+
+export type Target =
+  | { readonly _tag: "Standalone"; readonly url: URL }
+  | { readonly _tag: "Sentinel"; readonly sentinels: ReadonlyArray<Address.HostPort>; readonly master: string }
+  | { readonly _tag: "Cluster"; readonly nodes: ReadonlyArray<Address.HostPort> }
+
+/** A validated connection: where, as whom, and how long to wait. */
+export interface Connection {
+  readonly target: Target
+  /** The target as text for messages (no credentials). */
+  readonly description: string
+  readonly username: string | undefined
+  readonly password: Redacted.Redacted<string> | undefined
+  readonly sentinelPassword: Redacted.Redacted<string> | undefined
+  readonly timeoutMillis: number
+}
+
+const fail = (message: string) => Effect.fail(new CommandFailed({ message }))
+
+const envPassword = (name: string) =>
+  Config.Redacted(name).pipe(
+    Config.option,
+    Config.map(Option.filter((value) => Redacted.value(value).length > 0)),
+    Config.map(Option.getOrUndefined)
+  )
+
+/** The URL of --url checked, with its credentials taken out (they travel as options, never in text). */
+const standaloneUrl = (
+  text: string
+): Effect.Effect<{ url: URL; username?: string; password?: string }, CommandFailed> => {
+  const url = URL.parse(text)
+  // The text is not echoed: it may hold a password.
+  if (url === null) return fail("--url is not a valid URL (expected redis://[user:password@]host:port[/db])")
+  if (url.protocol !== "redis:" && url.protocol !== "rediss:")
+    return fail("--url must start with redis:// or rediss://")
+  if (url.hostname === "") return fail("--url has no host")
+  const username = url.username === "" ? undefined : decodeURIComponent(url.username)
+  const password = url.password === "" ? undefined : decodeURIComponent(url.password)
+  url.username = ""
+  url.password = ""
+  return Effect.succeed({
+    url,
+    ...(username === undefined ? {} : { username }),
+    ...(password === undefined ? {} : { password })
+  })
+}
+
+const addresses = (flag: string, list: string) => {
+  const parsed = Address.parseList(list)
+  return Result.isFailure(parsed) ? fail(`--${flag}: ${parsed.failure}`) : Effect.succeed(parsed.success)
+}
+
+/**
+ * Checks the flags and reads the passwords from the environment. Exactly one deployment: --url
+ * (default redis://127.0.0.1:6379), --sentinel with --master, or --cluster.
+ */
+export const fromFlags = (flags: ConnectionFlags): Effect.Effect<Connection, CommandFailed> =>
+  Effect.gen(function* () {
+    const chosen = [flags.url, flags.sentinel, flags.cluster].filter(Option.isSome).length
+    if (chosen > 1) return yield* fail("give one of --url, --sentinel (with --master) or --cluster, not several")
+    if (Option.isSome(flags.master) && Option.isNone(flags.sentinel)) {
+      return yield* fail("--master names the master the sentinels watch: it needs --sentinel host:port[,...]")
+    }
+    if (!Number.isFinite(flags.timeout) || flags.timeout <= 0 || flags.timeout > 600) {
+      return yield* fail("--timeout must be a number of seconds above 0 and at most 600")
+    }
+    const timeoutMillis = Math.ceil(flags.timeout * 1000)
+    const env = yield* Config.all({
+      password: envPassword(passwordVariable),
+      sentinelPassword: envPassword(sentinelPasswordVariable)
+    }).pipe(Effect.mapError(() => new CommandFailed({ message: `${passwordVariable} could not be read` })))
+    const user = Option.getOrUndefined(flags.user)
+    const common = { sentinelPassword: env.sentinelPassword, timeoutMillis }
+
+    if (Option.isSome(flags.sentinel)) {
+      if (Option.isNone(flags.master) || flags.master.value.trim() === "") {
+        return yield* fail("--sentinel needs --master <name>: the master name the sentinels monitor")
+      }
+      const sentinels = yield* addresses("sentinel", flags.sentinel.value)
+      const master = flags.master.value.trim()
+      return {
+        target: { _tag: "Sentinel", sentinels, master },
+        description: `master "${master}" of sentinels ${sentinels.map(Address.format).join(",")}`,
+        username: user,
+        password: env.password,
+        ...common
+      }
+    }
+    if (Option.isSome(flags.cluster)) {
+      const nodes = yield* addresses("cluster", flags.cluster.value)
+      return {
+        target: { _tag: "Cluster", nodes },
+        description: `cluster ${nodes.map(Address.format).join(",")}`,
+        username: user,
+        password: env.password,
+        ...common
+      }
+    }
+    const parsed = yield* standaloneUrl(Option.getOrElse(flags.url, () => defaultUrl))
+    return {
+      target: { _tag: "Standalone", url: parsed.url },
+      description: parsed.url.href,
+      // The URL's credentials win over --user and the environment: they were given for this server.
+      username: parsed.username ?? user,
+      password: parsed.password === undefined ? env.password : Redacted.make(parsed.password),
+      ...common
+    }
+  })
+
+/** The passwords of a connection, raw and URL-encoded: no message may contain them. */
+export const secretsOf = (connection: Connection): Array<string> =>
+  [connection.password, connection.sentinelPassword].flatMap((secret) => {
+    if (secret === undefined) return []
+    const value = Redacted.value(secret)
+    return [value, encodeURIComponent(value)]
+  })
+
+/** `text` with every secret replaced by `***`. */
+export const redact = (text: string, secrets: ReadonlyArray<string>): string =>
+  secrets.reduce((out, secret) => (secret.length === 0 ? out : out.split(secret).join("***")), text)
+
+/** The part of a node-redis client the scoped connect needs. */
+interface Closeable {
+  on(event: "error", listener: (error: unknown) => void): unknown
+  connect(): Promise<unknown>
+  close(): Promise<unknown>
+  destroy(): unknown
+}
+
+/** A failure's own words: node-redis errors, AggregateErrors of several addresses, or anything else. */
+export const reasonOf = (error: unknown): string => {
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    return [...new Set(error.errors.map(reasonOf))].join("; ")
+  }
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code
+    return error.message !== "" ? error.message : typeof code === "string" ? code : error.name
+  }
+  return String(error)
+}
+
+const quietly = (run: () => unknown): Effect.Effect<void> =>
+  Effect.promise(() =>
+    Promise.resolve()
+      .then(run)
+      .catch(() => {})
+  ).pipe(Effect.asVoid)
+
+const connectScoped = <C extends Closeable>(
+  connection: Connection,
+  create: () => C
+): Effect.Effect<C, CommandFailed, Scope.Scope> => {
+  const secrets = secretsOf(connection)
+  const failed = (reason: string) =>
+    new CommandFailed({ message: redact(`cannot connect to ${connection.description}: ${reason}`, secrets) })
+  return Effect.acquireRelease(
+    Effect.suspend(() => {
+      const client = create()
+      // Socket errors surface as the connect or command failure; unhandled, they would crash node.
+      client.on("error", () => {})
+      // The acquisition is uninterruptible: without `interruptible` here the timeout could not stop
+      // a connect that never settles (a server that accepts and never answers).
+      return Effect.tryPromise({ try: () => client.connect(), catch: (error) => failed(reasonOf(error)) }).pipe(
+        Effect.interruptible,
+        Effect.timeoutOrElse({
+          duration: connection.timeoutMillis,
+          orElse: () => Effect.fail(failed(`no connection within ${connection.timeoutMillis} ms (--timeout)`))
+        }),
+        Effect.tapError(() => quietly(() => client.destroy())),
+        Effect.as(client)
+      )
+    }),
+    (client) =>
+      quietly(() => client.close()).pipe(Effect.timeoutOption(2_000), Effect.ensuring(quietly(() => client.destroy())))
+  )
+}
+
+/**
+ * Settings every node connection gets: one attempt (no reconnect loop). node-redis's own connect
+ * timeout is a backstop a second past ours, so the message a user reads is ours ("no connection
+ * within"), not node-redis's "Socket closed unexpectedly".
+ */
+const nodeOptions = (connection: Connection) => ({
+  ...(connection.username === undefined ? {} : { username: connection.username }),
+  ...(connection.password === undefined ? {} : { password: Redacted.value(connection.password) }),
+  socket: { connectTimeout: connection.timeoutMillis + 1_000, reconnectStrategy: false as const }
+})
+
+/** The connected client for `connection`, closed with the scope. */
+export const connect = (connection: Connection): Effect.Effect<LockAdmin.Client, CommandFailed, Scope.Scope> => {
+  const target = connection.target
+  switch (target._tag) {
+    case "Standalone":
+      return connectScoped(connection, () => {
+        const options = nodeOptions(connection)
+        return createClient({ url: target.url.href, ...options, disableOfflineQueue: true })
+      })
+    case "Sentinel":
+      return connectScoped(connection, () =>
+        createSentinel({
+          name: target.master,
+          sentinelRootNodes: target.sentinels.map(({ host, port }) => ({ host, port })),
+          nodeClientOptions: nodeOptions(connection),
+          sentinelClientOptions: {
+            ...(connection.sentinelPassword === undefined
+              ? {}
+              : { password: Redacted.value(connection.sentinelPassword) }),
+            socket: { connectTimeout: connection.timeoutMillis + 1_000 }
+          }
+        })
+      )
+    case "Cluster":
+      return connectScoped(connection, () =>
+        createCluster({
+          rootNodes: target.nodes.map(({ host, port }) => ({ socket: { host, port } })),
+          defaults: nodeOptions(connection)
+        })
+      )
+  }
+}

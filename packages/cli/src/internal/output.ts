@@ -1,0 +1,88 @@
+// What the commands print: aligned text for people, one line of JSON for scripts (`--json`; absent
+// values are `null` so every object has the same fields).
+import { LockScripts } from "@sage/lock"
+import type { LockAdmin } from "@sage/lock-node-redis"
+
+/** A lock as the commands report it. */
+export interface Report {
+  /** The key as the application passes it to `withLock` (null when the Redis key is not one of ours). */
+  readonly key: string | null
+  readonly redisKey: string
+  readonly held: boolean
+  readonly remainingMillis: number | null
+  readonly lastFencingToken: number | null
+  readonly waiters: number
+}
+
+const unescapes: Record<string, string> = { "%25": "%", "%7B": "{", "%7D": "}" }
+
+/**
+ * The key text a listed Redis key was made from, or null. The inverse of `LockScripts.lockKey`'s
+ * escaping, trusted only when `lockKey` maps the result back to the same Redis key.
+ */
+export const keyText = (namespace: string, redisKey: string): string | null => {
+  const prefix = `${namespace}:{`
+  if (!redisKey.startsWith(prefix) || !redisKey.endsWith("}")) return null
+  const text = redisKey
+    .slice(prefix.length, -1)
+    .replace(/%25|%7B|%7D|%u[0-9A-F]{4}/g, (escape) =>
+      escape.startsWith("%u") ? String.fromCharCode(Number.parseInt(escape.slice(2), 16)) : unescapes[escape]!
+    )
+  return LockScripts.lockKey(namespace, text) === redisKey ? text : null
+}
+
+export const report = (namespace: string, info: LockAdmin.LockInfo, key?: string): Report => ({
+  key: key ?? keyText(namespace, info.key),
+  redisKey: info.key,
+  held: info.held,
+  remainingMillis: info.remainingMillis ?? null,
+  lastFencingToken: info.lastFencingToken ?? null,
+  waiters: info.waiters
+})
+
+const remaining = (lock: Report): string =>
+  !lock.held ? "-" : lock.remainingMillis === null ? "no expiry" : `${lock.remainingMillis} ms`
+
+/** `inspect` for people. */
+export const inspectText = (lock: Report): string =>
+  [
+    ["key", lock.key ?? "?"],
+    ["redis key", lock.redisKey],
+    ["held", lock.held ? "yes" : "no"],
+    ["remaining TTL", remaining(lock)],
+    ["last fencing token", lock.lastFencingToken === null ? "none" : String(lock.lastFencingToken)],
+    ["waiters", String(lock.waiters)]
+  ]
+    .map(([label, value]) => `${`${label}:`.padEnd(20)}${value}`)
+    .join("\n")
+
+/** `list` for people: a table, then a count. */
+export const listText = (namespace: string, locks: ReadonlyArray<Report>): string => {
+  if (locks.length === 0) return `no locks in namespace "${namespace}"`
+  const rows = [
+    ["KEY", "HELD", "TTL", "FENCE", "WAITERS"],
+    ...locks.map((lock) => [
+      lock.key ?? lock.redisKey,
+      lock.held ? "yes" : "no",
+      remaining(lock),
+      lock.lastFencingToken === null ? "-" : String(lock.lastFencingToken),
+      String(lock.waiters)
+    ])
+  ]
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)))
+  const table = rows.map((row) =>
+    row
+      .map((cell, column) => cell.padEnd(widths[column]!))
+      .join("  ")
+      .trimEnd()
+  )
+  const held = locks.filter((lock) => lock.held).length
+  const noun = locks.length === 1 ? "lock" : "locks"
+  return [...table, `${locks.length} ${noun} in namespace "${namespace}", ${held} held`].join("\n")
+}
+
+/** `release` for people. */
+export const releaseText = (key: string, redisKey: string, released: boolean): string =>
+  released
+    ? `released ${key} (${redisKey}): a holder still running loses it at its next renewal`
+    : `${key} (${redisKey}) was not held: nothing released`

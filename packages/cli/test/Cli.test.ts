@@ -1,0 +1,191 @@
+// sage-lock on one real server: the whole inspect / list / release scenario, credentials from the URL
+// and from the environment (never printed), bad input refused with one line and exit status 1, and
+// connections bounded by --timeout. One server for the file; each test has its own namespace.
+import { assert, describe, it, layer } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ChildProcess from "node:child_process"
+import * as Net from "node:net"
+import * as Path from "node:path"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { RedisServer } from "@sage/lock-testkit"
+import { NodeRedisBackend } from "@sage/lock-node-redis"
+import packageJson from "../package.json" with { type: "json" }
+import { fails, inspectListRelease, namespace, succeeds } from "./harness.ts"
+
+class Server extends Context.Service<Server, RedisServer.RedisServer>()("@sage/lock-cli/test/Server") {}
+
+const secret = "Cli-s3cret-PW"
+
+const ServerLive = Layer.effect(
+  Server,
+  Effect.tap(RedisServer.start({ flavor: "redis7" }), (server) =>
+    server.command("ACL", "SETUSER", "operator", "on", `>${secret}`, "~*", "&*", "+@all")
+  )
+)
+
+/** A TCP port that accepts connections and never answers: a server that hangs. */
+const silentPort = Effect.acquireRelease(
+  Effect.callback<{ server: Net.Server; sockets: Set<Net.Socket> }>((resume) => {
+    const sockets = new Set<Net.Socket>()
+    const server = Net.createServer((socket) => void sockets.add(socket))
+    server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ server, sockets })))
+  }),
+  ({ server, sockets }) =>
+    Effect.callback<void>((resume) => {
+      for (const socket of sockets) socket.destroy()
+      server.close(() => resume(Effect.void))
+    })
+).pipe(Effect.map(({ server }) => (server.address() as Net.AddressInfo).port))
+
+const bin = Path.join(import.meta.dirname, "..", "src", "bin.ts")
+
+/** Runs the `sage-lock` executable in a node process (sources through the workspace condition). */
+const spawnBin = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.callback<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const child = ChildProcess.execFile(
+      process.execPath,
+      ["--conditions=@sage/source", bin, ...args],
+      { env: { PATH: process.env["PATH"] ?? "", ...env }, timeout: 30_000 },
+      (_error, stdout, stderr) => resume(Effect.succeed({ code: child.exitCode, stdout, stderr }))
+    )
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+layer(ServerLive, { excludeTestServices: true })("sage-lock on a standalone server", (it) => {
+  it.effect("inspects, lists, refuses to release without --force and releases with it", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const backend = yield* NodeRedisBackend.make({ url: server.url })
+      yield* inspectListRelease(["--url", server.url], backend)
+    })
+  )
+
+  it.effect("lists nothing in an empty namespace, and finds a free lock", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const ns = namespace("empty")
+      assert.strictEqual(
+        yield* succeeds(["list", "--url", server.url, "--namespace", ns]),
+        `no locks in namespace "${ns}"`
+      )
+      assert.deepStrictEqual(
+        JSON.parse(yield* succeeds(["list", "--json", "--url", server.url, "--namespace", ns])),
+        []
+      )
+      const free = JSON.parse(yield* succeeds(["inspect", "nothing", "--json", "--url", server.url, "--namespace", ns]))
+      assert.deepStrictEqual(free, {
+        key: "nothing",
+        redisKey: `${ns}:{nothing}`,
+        held: false,
+        remainingMillis: null,
+        lastFencingToken: null,
+        waiters: 0
+      })
+    })
+  )
+
+  it.effect("takes the password from the URL or SAGE_LOCK_PASSWORD, and never prints it", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const url = (password: string) => `redis://operator:${encodeURIComponent(password)}@127.0.0.1:${server.port}`
+      yield* succeeds(["list", "--url", url(secret)])
+      yield* succeeds(["list", "--url", server.url, "--user", "operator"], { SAGE_LOCK_PASSWORD: secret })
+      const wrongUrl = yield* fails(["list", "--url", url(`${secret}x`)])
+      const wrongEnv = yield* fails(["list", "--url", server.url, "--user", "operator"], {
+        SAGE_LOCK_PASSWORD: `${secret}x`
+      })
+      for (const message of [wrongUrl, wrongEnv]) {
+        assert.match(message, /WRONGPASS/)
+        assert.notInclude(message, secret)
+      }
+      assert.include(wrongUrl, `redis://127.0.0.1:${server.port}`, "the target is named without its credentials")
+    })
+  )
+
+  it.effect("the sage-lock executable: JSON on stdout and status 0, one line on stderr and status 1", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const ns = namespace("bin")
+      const backend = yield* NodeRedisBackend.make({ url: server.url })
+      const lock = yield* Lock.make({ namespace: ns }).pipe(Effect.provideService(LockBackend, backend))
+      yield* lock.withLock("report", { waitTimeout: "2 seconds" })(Effect.void)
+      const flags = ["--url", server.url, "--user", "operator", "--namespace", ns]
+      const [inspected, refused] = yield* Effect.all(
+        [
+          spawnBin(["inspect", "report", "--json", ...flags], { SAGE_LOCK_PASSWORD: secret }),
+          spawnBin(["release", "report", ...flags])
+        ],
+        { concurrency: 2 }
+      )
+      assert.strictEqual(inspected.code, 0, inspected.stderr)
+      assert.strictEqual(inspected.stderr, "")
+      const report = JSON.parse(inspected.stdout)
+      assert.strictEqual(report.held, false)
+      assert.isAbove(report.lastFencingToken, 0)
+      assert.strictEqual(refused.code, 1)
+      assert.strictEqual(refused.stdout, "")
+      assert.match(refused.stderr, /^sage-lock: refusing to release "report" without --force[^\n]*\n$/)
+    })
+  )
+})
+
+describe("sage-lock refuses bad input with one line and exit status 1", () => {
+  it.live("unknown flags, bad addresses, a missing master name, several deployments, bad values", () =>
+    Effect.gen(function* () {
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+        [["list", "--bogus"], "Unrecognized flag: --bogus"],
+        [["inspect"], "Missing required argument: key"],
+        [["frobnicate"], "frobnicate"],
+        [["list", "--timeout", "soon"], "--timeout"],
+        [["list", "--sentinel", "10.0.0.5:26379"], "--sentinel needs --master"],
+        [["list", "--master", "mymaster"], "it needs --sentinel"],
+        [["list", "--sentinel", "10.0.0.5", "--master", "m"], `"10.0.0.5" is not host:port`],
+        [["list", "--cluster", "10.0.0.7:99999"], "the port must be an integer from 1 to 65535"],
+        [["list", "--cluster", ","], "expected host:port"],
+        [["list", "--cluster", "a:1", "--url", "redis://b:2"], "not several"],
+        [["list", "--url", "http://127.0.0.1:6379"], "must start with redis://"],
+        [["list", "--timeout", "0"], "--timeout must be"],
+        [["list", "--namespace", "a{b}"], "--namespace must be non-empty and contain no braces"],
+        [["inspect", "", "--url", "redis://127.0.0.1:1"], "the key must not be empty"]
+      ]
+      for (const [args, expected] of cases) {
+        const message = yield* fails(args)
+        assert.include(message, expected, args.join(" "))
+      }
+    })
+  )
+
+  it.live("credentials typed into a bad URL or address are not echoed", () =>
+    Effect.gen(function* () {
+      for (const args of [
+        ["list", "--url", `redis://operator:${secret}@127.0.0.1:notaport`],
+        ["list", "--url", `redis://operator:${secret}@[::1:6379`],
+        ["list", "--cluster", `operator:${secret}@10.0.0.7:7000`],
+        ["list", "--sentinel", `operator:${secret}@10.0.0.5`, "--master", "m"],
+        ["list", "--url", `redis://operator:${secret}@127.0.0.1:1`]
+      ]) {
+        assert.notInclude(yield* fails(args), secret, args.join(" "))
+      }
+    })
+  )
+
+  it.live("a refused connection fails at once, a server that never answers within --timeout", () =>
+    Effect.gen(function* () {
+      assert.include(yield* fails(["list", "--url", "redis://127.0.0.1:1"]), "ECONNREFUSED")
+      const port = yield* silentPort
+      const started = Date.now()
+      const message = yield* fails(["list", "--url", `redis://127.0.0.1:${port}`, "--timeout", "0.5"])
+      assert.include(message, "no connection within 500 ms (--timeout)")
+      assert.isBelow(Date.now() - started, 3_000)
+      const cluster = yield* fails(["list", "--cluster", `127.0.0.1:${port}`, "--timeout", "0.5"])
+      assert.include(cluster, "no connection within 500 ms")
+    })
+  )
+
+  it.live("--version prints the package's version", () =>
+    Effect.map(succeeds(["--version"]), (out) => assert.strictEqual(out, `sage-lock v${packageJson.version}`))
+  )
+})
