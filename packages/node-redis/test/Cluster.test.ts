@@ -3,6 +3,7 @@
 // acknowledgement does on a cluster without replicas.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Net from "node:net"
 import { clientOn } from "./support.ts"
 import { ClusterTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -79,6 +80,33 @@ describe(`cluster on ${flavor}`, () => {
       assert.strictEqual(value, "mapped", "acquired, renewed and released through the mapped addresses")
       const master = yield* topology.masterFor(`${lock.namespace}:{behind-nat}`)
       assert.isNull(yield* master.command("GET", `${lock.namespace}:{behind-nat}`))
+    })
+  )
+
+  it.live("a root node that accepts connections and never answers: the layer fails within connectTimeoutMillis", () =>
+    Effect.gen(function* () {
+      // A TCP server that takes every connection and says nothing, like a stalled process behind a
+      // live socket: node-redis's own connect timeout (5 s) must not be what ends the wait.
+      const silent = yield* Effect.acquireRelease(
+        Effect.promise(
+          () =>
+            new Promise<Net.Server>((resolve) => {
+              const server = Net.createServer(() => {})
+              server.listen(0, "127.0.0.1", () => resolve(server))
+            })
+        ),
+        (server) => Effect.sync(() => server.close())
+      )
+      const { port } = silent.address() as Net.AddressInfo
+      const start = Date.now()
+      const error = yield* Effect.scoped(
+        NodeRedisBackend.makeCluster({
+          rootNodes: [{ url: `redis://127.0.0.1:${port}` }],
+          connectTimeoutMillis: 500
+        })
+      ).pipe(Effect.flip, Effect.timeout("20 seconds"))
+      assert.isBelow(Date.now() - start, 2_000)
+      assert.strictEqual(error._tag, "LockRedisError")
     })
   )
 })
