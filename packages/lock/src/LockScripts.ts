@@ -77,7 +77,8 @@ end
  * - Reply `{0, -2}`: the key is free, but an earlier registered waiter has the next turn.
  * - With a waiter id, a busy reply also registers (or refreshes) the caller: its place in line is
  *   kept from its first registration; the queue keys expire when nobody refreshes them.
- * - A non-string key fails with `WRONGTYPE` from `GET`: the namespace is shared with other data.
+ * - A non-string key fails with `WRONGTYPE`: the namespace is shared with other data.
+ * - Needs Redis 7.0 or Valkey 7.2 or later (`SET` with both `NX` and `GET`).
  *
  * @category scripting
  * @since 0.1.0
@@ -85,18 +86,28 @@ end
 export const acquire = `${queueHelpers}local function issue_fence()
   local t = redis.call("TIME")
   local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call("GET", KEYS[4]) or "0") or 0
-  local fence = math.max(last + 1, floor)
-  redis.call("SET", KEYS[4], string.format("%.0f", fence), "PX", ${fenceRetentionMillis})
-  return fence
+  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", ${fenceRetentionMillis}, "GET") or "0") or 0
+  if last < floor then
+    return floor
+  end
+  redis.call("SET", KEYS[4], last + 1, "PX", ${fenceRetentionMillis})
+  return last + 1
 end
-local current = redis.call("GET", KEYS[1])
+local queued = redis.call("EXISTS", KEYS[2]) == 1
+local current
+if queued then
+  current = redis.call("GET", KEYS[1])
+else
+  current = redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2], "GET")
+  if current == false then
+    return {1, issue_fence()}
+  end
+end
 if current == ARGV[1] then
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
   return {1, tonumber(redis.call("GET", KEYS[4]) or "") or issue_fence()}
 end
 local waiter = ARGV[3]
-local queued = redis.call("EXISTS", KEYS[2]) == 1
 local now = nil
 if current == false then
   local head = nil
