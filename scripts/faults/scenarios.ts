@@ -470,6 +470,57 @@ export const scenarios: ReadonlyArray<Scenario> = [
         yield* Effect.sleep(3000).pipe(Effect.ensuring(Effect.ignore(replica.restart)))
       })
   },
+  {
+    id: "replica-links-cut",
+    fault: "CLIENT KILL TYPE replica on the key's master every 250 ms for 2 s: the replication links drop",
+    deployments: ["sentinel", "cluster"],
+    expect: "exclusion",
+    why:
+      "a write the replicas did not get is not acknowledged: acquisitions retry, renewals retry within " +
+      "the usable lease; on Sentinel a replica that left the master while vouched for refuses writes until it is back",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const master = yield* target(context)
+        for (let i = 0; i < 8; i++) {
+          yield* master.command("CLIENT", "KILL", "TYPE", "replica")
+          yield* Effect.sleep(250)
+        }
+      })
+  },
+  {
+    id: "noreplicas",
+    fault: "min-replicas-to-write above the replica count on the key's master for 2 s: writes get NOREPLICAS [R4]",
+    deployments: ["sentinel", "cluster"],
+    expect: "exclusion",
+    why: "NOREPLICAS is temporary: acquisitions retry within waitTimeout, renewals within the usable lease",
+    inject: (context) =>
+      Effect.gen(function* () {
+        const master = yield* target(context)
+        const replicas = yield* context.deployment.replicasFor(context.redisKeys[0] ?? "")
+        yield* master.command("CONFIG", "SET", "min-replicas-to-write", String(replicas.length + 1))
+        yield* Effect.sleep(2000).pipe(
+          Effect.ensuring(Effect.ignore(master.command("CONFIG", "SET", "min-replicas-to-write", "0")))
+        )
+      })
+  },
+  {
+    id: "loading",
+    fault: "DEBUG RELOAD of 20,000 keys slowed to ~2.5 s: every command gets LOADING [S11b]",
+    deployments: ["standalone", "sentinel"],
+    expect: "exclusion",
+    why: "LOADING is temporary: acquisitions retry within waitTimeout, renewals within the usable lease; lock keys survive the reload",
+    inject: (context) => Effect.flatMap(target(context), (master) => Faults.loading(master, 20_000))
+  },
+  {
+    id: "connection-limit",
+    fault: "maxclients 1 and every client connection killed on the key's master for 2 s [S12]",
+    deployments: ["standalone", "cluster"],
+    expect: "exclusion",
+    why:
+      "ERR max number of clients reached is a connection failure, retried within the budget " +
+      "(not on Sentinel: its sentinels would be refused too, and fail over)",
+    inject: (context) => Effect.flatMap(target(context), (master) => Faults.connectionLimit(master, 2000))
+  },
   ...(["", "FORCE", "TAKEOVER"] as const).map((mode): Scenario => ({
     id: `cluster-failover${mode === "" ? "" : `-${mode.toLowerCase()}`}`,
     fault:

@@ -18,7 +18,9 @@ describe("classify", () => {
     "CLUSTERDOWN Hash slot not served",
     "MOVED 6035 127.0.0.1:7001",
     "ASK 13513 127.0.0.1:7002",
-    "ERR max number of clients reached"
+    "ERR max number of clients reached",
+    // What a Cluster node says (the fault matrix's connection-limit cell found it fatal once).
+    "ERR max number of clients + cluster connections reached"
   ]
   const permanent = [
     "NOPERM this user has no permissions to run the 'role' command",

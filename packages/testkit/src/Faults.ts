@@ -38,41 +38,106 @@ export const sendDetached = (
   args: ReadonlyArray<string>
 ): Effect.Effect<void, TestkitError, Scope.Scope> =>
   Effect.gen(function* () {
-    const what = args.slice(0, 2).join(" ")
-    const socket = yield* Effect.acquireRelease(
-      Effect.callback<Net.Socket, TestkitError>((resume) => {
-        const socket = Net.connect({ host: server.host, port: server.port })
-        const onError = (cause: Error): void =>
-          resume(
-            Effect.fail(new TestkitError({ reason: "CommandFailed", message: `${what}: ${cause.message}`, cause }))
-          )
-        socket.once("error", onError)
-        socket.once("connect", () => {
-          socket.off("error", onError)
-          socket.on("error", () => {})
-          resume(Effect.succeed(socket))
-        })
-        return Effect.sync(() => socket.destroy())
-      }),
-      (socket) => Effect.sync(() => socket.destroy())
+    const socket = yield* openSocket(server, args.slice(0, 2).join(" "))
+    yield* write(socket, args)
+    // The reply (or the scope closing) ends the wait; the scope's release destroys the socket.
+    yield* Effect.forkScoped(reply(socket))
+    yield* Effect.sleep(debugSleepGraceMs)
+  })
+
+/** A plain TCP connection to `server`, destroyed with the scope. */
+const openSocket = (server: RedisServer, what: string): Effect.Effect<Net.Socket, TestkitError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.callback<Net.Socket, TestkitError>((resume) => {
+      const socket = Net.connect({ host: server.host, port: server.port })
+      const onError = (cause: Error): void =>
+        resume(Effect.fail(new TestkitError({ reason: "CommandFailed", message: `${what}: ${cause.message}`, cause })))
+      socket.once("error", onError)
+      socket.once("connect", () => {
+        socket.off("error", onError)
+        socket.on("error", () => {})
+        resume(Effect.succeed(socket))
+      })
+      return Effect.sync(() => socket.destroy())
+    }),
+    (socket) => Effect.sync(() => socket.destroy())
+  )
+
+const write = (socket: Net.Socket, args: ReadonlyArray<string>): Effect.Effect<void, TestkitError> =>
+  Effect.callback<void, TestkitError>((resume) => {
+    socket.write(encode(args), (error) =>
+      resume(
+        error
+          ? Effect.fail(new TestkitError({ reason: "CommandFailed", message: `${args[0]}: ${error.message}` }))
+          : Effect.void
+      )
     )
-    yield* Effect.callback<void, TestkitError>((resume) => {
-      socket.write(encode(args), (error) =>
-        resume(
-          error
-            ? Effect.fail(new TestkitError({ reason: "CommandFailed", message: `${what}: ${error.message}` }))
-            : Effect.void
-        )
+  })
+
+/** Waits for the next reply bytes (or the connection closing): enough for one short reply. */
+const reply = (socket: Net.Socket): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    const done = (): void => {
+      socket.off("data", done)
+      socket.off("close", done)
+      resume(Effect.void)
+    }
+    socket.once("data", done)
+    socket.once("close", done)
+  })
+
+/**
+ * The connection limit (scenario S12): on a connection held for the purpose, `CONFIG SET maxclients
+ * 1` and `CLIENT KILL TYPE normal SKIPME yes`, so every ordinary client is cut off and each new
+ * connection gets `ERR max number of clients reached`; after `millis`, the previous limit on the same
+ * connection (no new one could get in). Replica links and pub/sub connections are not killed. Not
+ * for a Sentinel master: the sentinels' own connections would be refused, and they would fail over.
+ */
+export const connectionLimit = (server: RedisServer, millis: number): Effect.Effect<void, TestkitError> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const previous = yield* server.command("CONFIG", "GET", "maxclients")
+      const restore = Array.isArray(previous) ? String(previous[1] ?? "10000") : "10000"
+      const socket = yield* openSocket(server, "CONFIG SET maxclients")
+      const send = (args: ReadonlyArray<string>) => Effect.andThen(write(socket, args), reply(socket))
+      yield* send(["CONFIG", "SET", "maxclients", "1"])
+      yield* Effect.ensuring(
+        Effect.andThen(send(["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]), Effect.sleep(millis)),
+        Effect.ignore(send(["CONFIG", "SET", "maxclients", restore]))
       )
     })
-    // The reply (or the scope closing) ends the wait; the scope's release destroys the socket.
-    yield* Effect.forkScoped(
-      Effect.callback<void>((resume) => {
-        socket.once("data", () => resume(Effect.void))
-        socket.once("close", () => resume(Effect.void))
-      })
+  )
+
+/**
+ * A LOADING window (scenario S11b): fills the server with `keys` filler keys, slows loading to
+ * `key-load-delay` µs per key, and sends `DEBUG RELOAD` on a connection of its own; while it
+ * reloads, every other client gets `LOADING ...`. Waits for the reload to end, then removes the
+ * filler and restores the settings. A sleep per key lasts longer than asked (timer slack): 20,000
+ * keys at 15 µs load in about 2.4 s. Lock keys survive it (they are in the dump, with their expiry). Standalone and replicated masters (not a Cluster node: the filler
+ * keys would span every slot).
+ */
+export const loading = (
+  server: RedisServer,
+  keys: number,
+  delayMicros = 15
+): Effect.Effect<void, TestkitError, Scope.Scope> =>
+  Effect.gen(function* () {
+    yield* populate(server, keys, "loading-filler", 10)
+    const interval = yield* server.command("CONFIG", "GET", "loading-process-events-interval-bytes")
+    // Loading answers other clients (LOADING ...) every 1 KiB read, not every 2 MiB.
+    yield* server.command("CONFIG", "SET", "loading-process-events-interval-bytes", "1024")
+    yield* server.command("CONFIG", "SET", "key-load-delay", String(delayMicros))
+    const socket = yield* openSocket(server, "DEBUG RELOAD")
+    yield* write(socket, ["DEBUG", "RELOAD"])
+    yield* reply(socket)
+    yield* server.command("CONFIG", "SET", "key-load-delay", "0")
+    yield* server.command(
+      "CONFIG",
+      "SET",
+      "loading-process-events-interval-bytes",
+      Array.isArray(interval) ? String(interval[1] ?? "2097152") : "2097152"
     )
-    yield* Effect.sleep(debugSleepGraceMs)
+    yield* unpopulate(server, keys, "loading-filler")
   })
 
 /**

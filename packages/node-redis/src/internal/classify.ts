@@ -2,8 +2,9 @@
 //
 // Server replies are classified by their first word only: message texts differ between Redis 7,
 // Redis 8 and Valkey ("NOPERM this user has no permissions..." vs "NOPERM User x has no..."), the
-// first word does not. The one exception is `ERR max number of clients reached`, a temporary
-// refusal that shares the generic `ERR` prefix with permanent errors.
+// first word does not. The one exception is `ERR max number of clients reached` (a Cluster node
+// says `ERR max number of clients + cluster connections reached`), a temporary refusal that shares
+// the generic `ERR` prefix with permanent errors.
 import { LockRedisError } from "@sage/lock/LockError"
 import {
   ClientClosedError,
@@ -52,7 +53,7 @@ export const isUnknownMasterReply = (message: string): boolean => /no such maste
 
 /** Whether an error reply is a temporary refusal that the lock may retry. */
 export const isTemporaryReply = (message: string): boolean =>
-  temporaryReplies.has(firstWord(message)) || message.startsWith("ERR max number of clients reached")
+  temporaryReplies.has(firstWord(message)) || message.startsWith("ERR max number of clients")
 
 const make = (
   command: string,
