@@ -231,10 +231,10 @@ export const make: <K = string>(
               redisKey.success,
               "wait",
               waitMillis.success,
-              (waitedBehind) =>
+              (waitedBehind, passTurn) =>
                 Locked.runLocked(
                   shared,
-                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace },
+                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace, passTurn },
                   body
                 ),
               // Another fiber of this client held or waited for the key the whole time.
@@ -255,7 +255,7 @@ export const make: <K = string>(
             redisKey.success,
             "try",
             0,
-            () =>
+            (_, passTurn) =>
               Locked.runLocked(
                 shared,
                 {
@@ -264,7 +264,8 @@ export const make: <K = string>(
                   deadline: startedAt + tryBudget,
                   mode: "try",
                   waitedBehind: false,
-                  trace
+                  trace,
+                  passTurn
                 },
                 body
               ),

@@ -135,6 +135,16 @@ export interface Backend {
   readonly renewAll?: ((requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>) | undefined
   /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
   readonly wakeups?: Wakeups | undefined
+  /**
+   * Whether the backend's requests reach the server in the order they are made (one pipelined
+   * connection, or in memory). Then the next fiber of the same client waiting for a key sends its
+   * acquisition right behind the release, without waiting for the release's reply: one round trip
+   * per in-process handoff instead of two. Optional: without it, the next fiber starts only after
+   * the release has answered.
+   *
+   * @since 0.4.0
+   */
+  readonly ordered?: boolean | undefined
 }
 
 /**

@@ -68,6 +68,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
   }
   return {
     description: "in-memory",
+    ordered: true,
     acquire: (request) =>
       Effect.map(Clock.currentTimeMillis, (now): AcquireReply => {
         const entry = live(request.key, now)

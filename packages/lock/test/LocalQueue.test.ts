@@ -7,6 +7,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import { TestClock } from "effect/testing"
 import * as Lock from "../src/Lock.ts"
+import { type Backend, LockBackend } from "../src/LockBackend.ts"
 import * as MemoryBackend from "../src/MemoryBackend.ts"
 import { scripted } from "./fakeBackend.ts"
 
@@ -143,6 +144,54 @@ describe("in-process turns: interruption, order and what a timeout reports", () 
       }
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(holder)
+    })
+  )
+
+  it.effect("over an ordered backend the next fiber asks right behind the release, not after its reply", () =>
+    Effect.gen(function* () {
+      // The memory backend with a slow release reply: the key is freed at once, the answer takes 50 ms
+      // (a round trip). The next fiber's acquisition must not wait for that answer.
+      const memory = yield* MemoryBackend.make
+      const events: Array<string> = []
+      const slowReply: Backend = {
+        ...memory,
+        acquire: (request) =>
+          Effect.tap(memory.acquire(request), (reply) => Effect.sync(() => events.push(`acquire ${reply._tag}`))),
+        release: (request) =>
+          Effect.tap(memory.release(request), () =>
+            Effect.andThen(
+              Effect.sync(() => events.push("released")),
+              Effect.andThen(
+                Effect.sleep("50 millis"),
+                Effect.sync(() => events.push("release answered"))
+              )
+            )
+          )
+      }
+      assert.isTrue(memory.ordered, "the in-memory backend is ordered")
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provideService(LockBackend, slowReply))
+      const inside = yield* Deferred.make<void>()
+      const leave = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(
+        Deferred.succeed(inside, undefined).pipe(
+          Effect.andThen(Deferred.await(leave)),
+          lock.withLock("k", { waitTimeout: "1 second" })
+        )
+      )
+      yield* Deferred.await(inside)
+      const next = yield* Effect.forkChild(
+        Effect.sync(() => events.push("next body")).pipe(lock.withLock("k", { waitTimeout: "1 second" }))
+      )
+      yield* TestClock.adjust("1 millis")
+      yield* Deferred.succeed(leave, undefined)
+      yield* TestClock.adjust("1 millis")
+      // Still before the first release answered: the next fiber already held the key and ran.
+      assert.deepStrictEqual(events.slice(0, 4), ["acquire Acquired", "released", "acquire Acquired", "next body"])
+      assert.notInclude(events, "release answered")
+      yield* TestClock.adjust("200 millis")
+      yield* Fiber.join(holder)
+      yield* Fiber.join(next)
+      assert.deepStrictEqual(events.slice(4), ["released", "release answered", "release answered"])
     })
   )
 })

@@ -28,14 +28,15 @@ interface Turn {
 export interface LocalQueue {
   /**
    * Runs `f` with the key's turn, waiting at most `budgetMillis` for it (`wait`) or not at all (`try`).
-   * `f` is told whether it had to wait behind another fiber. `onMissed` runs instead when the turn
-   * was not had in time (or, for `try`, was taken).
+   * `f` is told whether it had to wait behind another fiber, and given `passTurn`, which hands the
+   * turn on before `f` ends (at most once; the turn is passed on when `f` ends otherwise). `onMissed`
+   * runs instead when the turn was not had in time (or, for `try`, was taken).
    */
   readonly withTurn: <A, E, R>(
     key: string,
     mode: "wait" | "try",
     budgetMillis: number,
-    f: (waited: boolean) => Effect.Effect<A, E, R>,
+    f: (waited: boolean, passTurn: () => void) => Effect.Effect<A, E, R>,
     onMissed: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, R>
   /** Whether any fiber holds or waits for the key's turn (tests). */
@@ -59,6 +60,16 @@ export const make = (): LocalQueue => {
     const resume = next.resume
     next.resume = undefined
     resume?.(Effect.void)
+  }
+
+  /** `pass`, once: the holder may hand the turn on early, and it is passed on at the end regardless. */
+  const passOnce = (key: string, turn: Turn): (() => void) => {
+    let passed = false
+    return () => {
+      if (passed) return
+      passed = true
+      pass(key, turn)
+    }
   }
 
   /** Waits to be handed the turn: `true` when it was (the caller then owns it), `false` on timeout. */
@@ -89,21 +100,16 @@ export const make = (): LocalQueue => {
         if (turn === undefined) {
           const mine: Turn = { waiters: [] }
           turns.set(key, mine)
-          return Effect.ensuring(
-            f(false),
-            Effect.sync(() => pass(key, mine))
-          )
+          const passTurn = passOnce(key, mine)
+          return Effect.ensuring(f(false, passTurn), Effect.sync(passTurn))
         }
         if (mode === "try") return onMissed
         return Effect.uninterruptibleMask((restore) =>
-          Effect.flatMap(restore(wait(key, turn, budgetMillis)), (had) =>
-            had
-              ? Effect.ensuring(
-                  restore(f(true)),
-                  Effect.sync(() => pass(key, turn))
-                )
-              : restore(onMissed)
-          )
+          Effect.flatMap(restore(wait(key, turn, budgetMillis)), (had) => {
+            if (!had) return restore(onMissed)
+            const passTurn = passOnce(key, turn)
+            return Effect.ensuring(restore(f(true, passTurn)), Effect.sync(passTurn))
+          })
         )
       }),
     isBusy: (key) => turns.has(key),

@@ -105,7 +105,9 @@ export const fromClient = (client: SharedClient, description: string): Effect.Ef
     return yield* backendOver({
       description,
       send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
-      subscriber: yield* duplicateSubscriber(client)
+      subscriber: yield* duplicateSubscriber(client),
+      // One node-redis client: its commands go out on one connection, in the order they are sent.
+      ordered: true
     })
   })
 
@@ -148,6 +150,8 @@ export const backendOver = (options: {
   readonly description: string
   readonly send: Send
   readonly subscriber?: (() => Promise<Subscriber>) | undefined
+  /** Whether `send` delivers commands in the order it is called (see `Backend.ordered`). */
+  readonly ordered?: boolean | undefined
 }): Effect.Effect<Backend, never, Scope.Scope> => {
   const { send } = options
   const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
@@ -181,6 +185,7 @@ export const backendOver = (options: {
           })
     return {
       description: options.description,
+      ordered: options.ordered === true,
       acquire: (request) =>
         Effect.flatMap(
           runScript(send, Scripts.acquire, ...Scripts.acquireCall(request), request.timeoutMillis),
