@@ -39,6 +39,9 @@ const idleMillis = 60_000
 /** A wake-up that arrived before its waiter started waiting counts for this long. */
 const earlyWakeMillis = 1_000
 
+/** Early wake-ups a channel keeps before the stale ones are dropped. */
+const earlyPruneSize = 64
+
 export const make = (options: {
   /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
   readonly subscriber: () => Promise<Subscriber>
@@ -65,7 +68,13 @@ export const make = (options: {
       if (entry === undefined) return
       const resumers = entry.waiting.get(message)
       if (resumers === undefined || resumers.size === 0) {
-        entry.early.set(message, performance.now())
+        // Most of these name waiters of other processes, which never come to claim them: forget the
+        // stale ones now and then, so a key that is never idle does not collect every id it saw.
+        const now = performance.now()
+        if (entry.early.size >= earlyPruneSize) {
+          for (const [id, at] of entry.early) if (now - at >= earlyWakeMillis) entry.early.delete(id)
+        }
+        entry.early.set(message, now)
         return
       }
       for (const resume of resumers) resume()
