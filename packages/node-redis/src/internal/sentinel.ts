@@ -185,15 +185,18 @@ export const connect = (
     // would confirm a renewal the promoted replica never gets, and the key would expire there while
     // its holder runs on. A replica that died is soon `disconnected` or down for the sentinels,
     // and is forgotten then; until that, writes are refused (retried within their budget).
-    const listed = new Map<string, ReadonlyArray<string>>()
+    // Only the current master's list is kept: after a failover the memory of an older master says
+    // nothing (its replicas follow the new one), and would wrongly stop writes should it return.
+    let listed: { readonly master: string; readonly replicas: ReadonlyArray<string> } | undefined
     const departed = (master: string, role: unknown): Effect.Effect<string | undefined> =>
       Effect.suspend(() => {
         const connected = replicaAddresses(role)
         const vouched = view?.master !== undefined && Address.format(view.master) === master ? view : undefined
-        const gone = (listed.get(master) ?? []).filter(
+        const before = listed?.master === master ? listed.replicas : []
+        const gone = before.filter(
           (replica) => !connected.includes(replica) && vouched?.replicaAddresses.includes(replica) === true
         )
-        listed.set(master, gone.length === 0 ? connected : [...connected, ...gone])
+        listed = { master, replicas: gone.length === 0 ? connected : [...connected, ...gone] }
         return gone.length === 0 ? Effect.undefined : Effect.as(refresh, gone[0])
       })
 
