@@ -1,0 +1,184 @@
+// docs/soak.md from a soak's runs: versions, machine, date and load, then per scenario and server one
+// table of figures, one of each process's memory and CPU, one of what each process had before and
+// after the load (the leak checks), and the verdict. Generated only: the file says so at the top.
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import { packageVersion } from "../faults/report.ts"
+import type { ScenarioRun } from "./run.ts"
+import type { Summary } from "./series.ts"
+import { connectionsPerProcess, type Figures, grownResources, retainedHeapBound } from "./verdict.ts"
+
+export interface ReportInput {
+  readonly runs: ReadonlyArray<{
+    readonly run: ScenarioRun
+    readonly figures: Figures
+    readonly problems: ReadonlyArray<string>
+  }>
+  readonly versions: ReadonlyArray<string>
+  readonly date: Date
+  readonly quick: boolean
+  readonly seconds: number
+}
+
+const dependencyVersion = (name: string): string => {
+  try {
+    const url = new URL(`../node_modules/${name}/package.json`, import.meta.url)
+    return String((JSON.parse(Fs.readFileSync(url, "utf8")) as { version?: string }).version)
+  } catch {
+    return "?"
+  }
+}
+
+const mib = (bytes: number): string => (Number.isFinite(bytes) ? (bytes / 2 ** 20).toFixed(1) : "-")
+const signedMib = (bytes: number): string => `${bytes >= 0 ? "+" : ""}${mib(bytes)}`
+const loads = (values: ReadonlyArray<number>): string => values.map((v) => v.toFixed(2)).join(" / ")
+const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "-")
+const spread = (s: Summary, unit: (n: number) => string): string =>
+  `${unit(s.start)} / ${unit(s.min)} / ${unit(s.max)} / ${unit(s.end)}`
+const total = (resources: Readonly<Record<string, number>>): number =>
+  Object.values(resources).reduce((sum, n) => sum + n, 0)
+const kinds = (resources: Readonly<Record<string, number>>): string =>
+  Object.entries(resources)
+    .map(([kind, n]) => `${kind} ${n}`)
+    .join(", ") || "none"
+
+const setup = (run: ScenarioRun): string => {
+  const load = run.scenario.load
+  const lease = `lease ${run.scenario.leaseMillis} ms`
+  return load._tag === "contend"
+    ? `${run.scenario.workers} worker processes x ${load.waiters} fibers loop \`withLock("${load.key}", { waitTimeout: ${load.waitTimeoutMillis} ms })\` ` +
+        `around a body of ${load.bodyMinMillis}-${load.bodyMaxMillis} ms (then 0-10 ms outside the lock), ${lease}.`
+    : `One worker process, ${load.locks} fibers each call \`withLock("held-<i>", { waitTimeout: ${load.waitTimeoutMillis} ms })\` ` +
+        `with a body that sleeps until the run ends, ${lease}: the client's one renewal scheduler renews every lease about every ` +
+        `${Math.floor(run.scenario.leaseMillis / 3)} ms, in batches (on standalone one script per up to 500 leases), so the ` +
+        "scripts per second below are renewal batches, not one command per lock."
+}
+
+const figureTable = (run: ScenarioRun, f: Figures): Array<string> => {
+  const c = f.counts
+  const seconds = run.plan.durationMillis / 1000
+  const load = run.scenario.load
+  const rows: Array<[string, string]> = [
+    ["`withLock` calls", int(c.calls)],
+    ["acquisitions (bodies run)", `${int(c.acquisitions)} (${int(c.acquisitions / seconds)}/s)`],
+    ["TimedOut", int(c.timedOut)],
+    ["LockLost (must be 0)", int(c.lockLost)],
+    ["bodies overlapping inside one process", int(c.overlaps)],
+    [
+      "other errors",
+      Object.entries(c.otherErrors)
+        .map(([what, n]) => `${n} ${what}`)
+        .join(", ") || "0"
+    ],
+    ...(load._tag === "hold" ? [["all locks held after", `${int(c.allHeldAfterMillis)} ms`] as [string, string]] : []),
+    ["most keys on the server at a sample", int(f.maxKeys)],
+    [
+      "keys of the namespace when the workers had exited",
+      `${run.keysAtExit.others.length} (+ ${int(run.keysAtExit.fences)} fence keys, kept on purpose)`
+    ],
+    [`keys left (fence keys excluded) up to lease + 4 s later`, String(run.keysLeft.others.length)],
+    [
+      "client connections at once, max (of which subscribers)",
+      `${f.maxClients} (${f.maxSubscribers}); bound ${connectionsPerProcess} per process = ${connectionsPerProcess * run.scenario.workers}`
+    ],
+    ["connections opened after the start (reconnects would show here)", String(f.connectionsOpened)],
+    ["client connections after the workers exited", String(f.clientsAtEnd)],
+    ["server CPU (% of one core, whole run)", f.serverCpuPercent.toFixed(0)],
+    ["scripts run by the server per second (steady state)", int(f.scriptsPerSecond)],
+    ["load average (1/5/15 min) at start", loads(run.loadAverage.start)],
+    ["load average (1/5/15 min) at end", loads(run.loadAverage.end)]
+  ]
+  return ["| figure | value |", "| --- | ---: |", ...rows.map(([name, value]) => `| ${name} | ${value} |`)]
+}
+
+const memoryTable = (f: Figures): Array<string> => [
+  "| process | heap used MiB start / min / max / end | heap slope MiB/min | RSS MiB start / min / max / end | RSS slope MiB/min | Node CPU % mean / max | live fibers max |",
+  "| --- | --- | ---: | --- | ---: | --- | ---: |",
+  ...f.processes.map(
+    (p) =>
+      `| worker ${p.worker} | ${spread(p.heap, mib)} | ${signedMib(p.heap.slopePerMinute)} | ${spread(p.rss, mib)} | ` +
+      `${signedMib(p.rss.slopePerMinute)} | ${p.cpu.mean.toFixed(0)} / ${p.cpu.max.toFixed(0)} | ${int(p.liveFibers.max)} |`
+  )
+]
+
+const leakTable = (f: Figures): Array<string> => [
+  "| process | reachable heap MiB before / 1/5 in / end / after the load | live fibers before / after the load | handles before / after the load | handles after closing (vs before the layer) | calls returned after stop | exited after closing |",
+  "| --- | --- | --- | --- | --- | ---: | ---: |",
+  ...f.processes.map((p) => {
+    const grown = grownResources(p.beforeLayer, p.afterClose)
+    return (
+      `| worker ${p.worker} | ${mib(p.beforeLoad.heapUsed)} / ${mib(p.earlyLoad.heapUsed)} / ${mib(p.lateLoad.heapUsed)} / ${mib(p.afterLoad.heapUsed)} | ` +
+      `${p.beforeLoad.liveFibers} / ${p.afterLoad.liveFibers} | ${total(p.beforeLoad.resources)} / ${total(p.afterLoad.resources)} | ` +
+      `${grown.length === 0 ? `none more (${kinds(p.afterClose.resources)})` : grown.join(", ")} | ${int(p.stopMillis)} ms | ` +
+      `${p.exitedAfterMillis === undefined ? "killed" : `${p.exitedAfterMillis} ms`} |`
+    )
+  })
+]
+
+export const renderReport = (input: ReportInput): string => {
+  const cpus = Os.cpus()
+  const failed = input.runs.filter((r) => r.problems.length > 0)
+  const first = input.runs[0]?.run
+  const last = input.runs[input.runs.length - 1]?.run
+  const lines: Array<string> = [
+    "<!-- Generated by `npm run soak` (scripts/soak). Do not edit: rerun it. -->",
+    "",
+    "# Soak and load",
+    "",
+    `Run on ${input.date.toISOString().slice(0, 16).replace("T", " ")} UTC${input.quick ? " (`--quick`: a smoke run, too short and small to quote)" : ""}: ` +
+      `${input.runs.length} runs of ${input.seconds} s, ${input.runs.length - failed.length} passed, ${failed.length} failed.`,
+    "",
+    `- Versions: @sage/lock ${packageVersion("lock")}, @sage/lock-node-redis ${packageVersion("node-redis")}, effect ${dependencyVersion("effect")}, ` +
+      `node-redis ${dependencyVersion("redis")}, Node ${process.versions.node}, ${input.versions.join(", ")}.`,
+    `- Machine: ${cpus.length} cores (${cpus[0]?.model ?? "?"}), ${(Os.totalmem() / 2 ** 30).toFixed(1)} GiB, ${Os.type()} ${Os.release()}, ` +
+      "shared with other work; the server, the workers and this parent share the cores, all traffic on loopback.",
+    `- Load average (1/5/15 min): ${first === undefined ? "-" : loads(first.loadAverage.start)} at the start, ` +
+      `${last === undefined ? "-" : loads(last.loadAverage.end)} at the end.`,
+    "",
+    "Each scenario runs on a fresh standalone server started by the test kit (`RedisServer.start`), with worker processes " +
+      "that each build one lock client (`Lock.layer` over `NodeRedisBackend.layer`). The workers sample themselves every " +
+      `${(input.runs[0]?.run.plan.sampleMillis ?? 0) / 1000} s (heap used, RSS, Node CPU, live fibers) and take probes after a full GC ` +
+      "(`--expose-gc`) before the load, a fifth into it, at its end, once every call returned and the client went idle, and after " +
+      "the lock layer closed. Live fibers are counted through Effect's `FiberRuntimeMetrics` hook; handles are " +
+      "`process.getActiveResourcesInfo()` (timers, sockets). The parent samples the server (`CLIENT LIST`, `INFO`, `DBSIZE`) as " +
+      "often, from before the start until the workers exited, and finally lists the namespace with `SCAN`.",
+    "",
+    "A run fails on any LockLost or unexpected error, any key of the namespace left (a lock's `<key>:fence` companion is kept on " +
+      "purpose for a week, and counted apart), more live fibers or handles after the load than before it, " +
+      `more than ${mib(retainedHeapBound)} MiB of reachable heap kept after the load, reachable heap growing under steady load, ` +
+      `more than ${connectionsPerProcess} connections per process, any reconnect, or a worker that does not exit by itself ` +
+      "once its layer is closed. Heap and RSS slopes are least-squares fits over the samples (raw, GC sawtooth included): " +
+      "the reachable-heap probes are the sharper leak test."
+  ]
+  for (const { run, figures, problems } of input.runs) {
+    lines.push(
+      "",
+      `## Scenario ${run.scenario.id} on ${run.flavor}: ${run.scenario.title}`,
+      "",
+      setup(run),
+      "",
+      ...figureTable(run, figures),
+      "",
+      `Memory and CPU of each worker process over the run (samples every ${run.plan.sampleMillis / 1000} s):`,
+      "",
+      ...memoryTable(figures),
+      "",
+      "Before and after, each probe after a full GC:",
+      "",
+      ...leakTable(figures),
+      "",
+      problems.length === 0 ? "Verdict: **pass**." : "Verdict: **FAIL**:",
+      ...problems.map((problem) => `- ${problem}`)
+    )
+  }
+  lines.push(
+    "",
+    "## Rerunning",
+    "",
+    "`npm run soak` reruns both scenarios for 60 s on Redis 7 and rewrites this file; `--servers redis7,valkey8` adds Valkey 8, " +
+      "`--seconds N` changes the duration, `--quick` is a 5 s smoke run with a tenth of the load that writes nothing " +
+      "(unless `--out FILE`). The command exits non-zero when a run fails.",
+    ""
+  )
+  return lines.join("\n")
+}
