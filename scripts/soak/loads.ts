@@ -10,6 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Semaphore from "effect/Semaphore"
 import type { Lock } from "@sage/lock"
 import type { Counts, Load } from "./protocol.ts"
 
@@ -32,12 +33,15 @@ interface Tally {
   overlaps: number
   inBody: number
   allHeldAt: number
+  readonly lockLostBy: Record<string, number>
   readonly otherErrors: Record<string, number>
 }
 
 export interface Running {
   /** Bodies running now. */
   readonly inBody: () => number
+  /** Past the ramp-up: every lock held or given up on (hold); at once (contend). */
+  readonly ramped: () => boolean
   /** Runs the load until `stop`, then returns once every call has returned. */
   readonly run: Effect.Effect<Counts>
 }
@@ -55,8 +59,11 @@ const count = (tally: Tally, exit: Exit.Exit<unknown, { readonly _tag: string }>
   }
   const tag = error.value._tag
   if (tag === "TimedOut") tally.timedOut++
-  else if (tag === "LockLost") tally.lockLost++
-  else tally.otherErrors[tag] = (tally.otherErrors[tag] ?? 0) + 1
+  else if (tag === "LockLost") {
+    tally.lockLost++
+    const { phase, reason } = error.value as { readonly phase?: string; readonly reason?: string }
+    tally.lockLostBy[`${phase}/${reason}`] = (tally.lockLostBy[`${phase}/${reason}`] ?? 0) + 1
+  } else tally.otherErrors[tag] = (tally.otherErrors[tag] ?? 0) + 1
 }
 
 const between = (min: number, max: number): number => min + Math.floor(Math.random() * (max - min + 1))
@@ -88,28 +95,44 @@ const contend = (
   })
 }
 
-const hold = (
+const hold = Effect.fnUntraced(function* (
   lock: Lock.LockClient<string>,
   load: Extract<Load, { _tag: "hold" }>,
   stop: Stop,
   tally: Tally,
   startedAt: number
-): Effect.Effect<void> => {
-  const body = Effect.suspend(() => {
-    tally.acquisitions++
-    tally.inBody++
-    if (tally.inBody === load.locks) tally.allHeldAt = performance.now() - startedAt
-    return Deferred.await(stop.signal)
-  }).pipe(Effect.ensuring(Effect.sync(() => tally.inBody--)))
-  return Effect.forEach(
+) {
+  // Acquisitions in flight are bounded, as when locks are taken as work arrives: a lease counts from
+  // its acquire request's send time, so one burst of thousands queued behind each other in one
+  // process can spend a short lease before its replies are read (see the `--burst` finding, docs/soak.md).
+  const permits = yield* Semaphore.make(load.acquireConcurrency > 0 ? load.acquireConcurrency : load.locks)
+  const body = (release: Effect.Effect<void>) =>
+    Effect.suspend(() => {
+      tally.acquisitions++
+      tally.inBody++
+      if (tally.inBody === load.locks) tally.allHeldAt = performance.now() - startedAt
+      return Effect.andThen(release, Deferred.await(stop.signal))
+    }).pipe(Effect.ensuring(Effect.sync(() => tally.inBody--)))
+  yield* Effect.forEach(
     Array.from({ length: load.locks }, (_, i) => i),
     (i) =>
-      Effect.exit(lock.withLock(`held-${i}`, { waitTimeout: load.waitTimeoutMillis })(body)).pipe(
-        Effect.map((exit) => count(tally, exit))
-      ),
+      Effect.gen(function* () {
+        yield* permits.take(1)
+        let released = false
+        const release = Effect.suspend(() => {
+          if (released) return Effect.void
+          released = true
+          return permits.release(1)
+        })
+        const exit = yield* Effect.exit(
+          lock.withLock(`held-${i}`, { waitTimeout: load.waitTimeoutMillis })(body(release))
+        )
+        yield* release
+        count(tally, exit)
+      }),
     { concurrency: "unbounded", discard: true }
   )
-}
+})
 
 export const make = (lock: Lock.LockClient<string>, load: Load, stop: Stop): Running => {
   const tally: Tally = {
@@ -120,10 +143,12 @@ export const make = (lock: Lock.LockClient<string>, load: Load, stop: Stop): Run
     overlaps: 0,
     inBody: 0,
     allHeldAt: -1,
+    lockLostBy: {},
     otherErrors: {}
   }
   return {
     inBody: () => tally.inBody,
+    ramped: () => load._tag === "contend" || tally.allHeldAt >= 0 || tally.calls >= load.locks,
     run: Effect.suspend(() => {
       const startedAt = performance.now()
       const running =
@@ -135,6 +160,7 @@ export const make = (lock: Lock.LockClient<string>, load: Load, stop: Stop): Run
           acquisitions: tally.acquisitions,
           timedOut: tally.timedOut,
           lockLost: tally.lockLost,
+          lockLostBy: { ...tally.lockLostBy },
           otherErrors: { ...tally.otherErrors },
           overlaps: tally.overlaps,
           allHeldAfterMillis: Math.round(tally.allHeldAt)

@@ -7,7 +7,9 @@
 //   npm run soak -- --servers redis7,valkey8      # on both server flavors
 //   npm run soak -- --seconds 120                 # longer
 //   npm run soak -- --quick                       # a 5 s smoke run with a tenth of the load; writes nothing
-//   (--out FILE writes the report there instead; a --quick run writes only with --out)
+//   npm run soak -- --scenarios B --servers valkey8   # one scenario; writes nothing
+//   npm run soak -- --scenarios B --burst             # B acquiring all 10,000 locks at once (docs/soak.md, Findings)
+//   (--out FILE writes the report there instead; a --quick, --scenarios or --burst run writes only with --out)
 //
 // Exits non-zero when a scenario fails (verdict.ts).
 import * as Effect from "effect/Effect"
@@ -25,7 +27,7 @@ import { figures, problems } from "./verdict.ts"
 
 const docsPath = fileURLToPath(new URL("../../docs/soak.md", import.meta.url))
 
-const usage = `usage: npm run soak -- [--seconds N] [--quick] [--servers redis7,valkey8] [--out FILE]`
+const usage = `usage: npm run soak -- [--seconds N] [--quick] [--servers redis7,valkey8] [--scenarios A,B] [--burst] [--out FILE]`
 
 const argument = (name: string): string | undefined => {
   const i = process.argv.indexOf(`--${name}`)
@@ -33,12 +35,13 @@ const argument = (name: string): string | undefined => {
 }
 
 const program = Effect.gen(function* () {
-  const known = new Set(["--seconds", "--quick", "--servers", "--out"])
+  const known = new Set(["--seconds", "--quick", "--servers", "--scenarios", "--burst", "--out"])
   const unknown = process.argv
     .slice(2)
     .filter((arg, i, all) => (arg.startsWith("--") ? !known.has(arg) : !known.has(all[i - 1] ?? "")))
   if (unknown.length > 0) return yield* Effect.die(new Error(`unknown arguments: ${unknown.join(" ")}\n${usage}`))
   const quick = process.argv.includes("--quick")
+  const burst = process.argv.includes("--burst")
   const seconds = Number(argument("seconds") ?? (quick ? 5 : 60))
   if (!(Number.isFinite(seconds) && seconds >= 2))
     return yield* Effect.die(new Error(`--seconds: at least 2\n${usage}`))
@@ -46,13 +49,17 @@ const program = Effect.gen(function* () {
   const flavors = ServerBinary.all.filter((flavor) => servers.includes(flavor))
   if (flavors.length !== servers.length)
     return yield* Effect.die(new Error(`--servers: one of ${ServerBinary.all.join(", ")}`))
-  const out = argument("out") ?? (quick ? undefined : docsPath)
-  const plan = quick ? quickPlan(seconds) : fullPlan(seconds)
+  const only = argument("scenarios")
+    ?.split(",")
+    .map((s) => s.trim())
+  // A subset (--quick, --scenarios) writes a report only where --out says.
+  const out = argument("out") ?? (quick || burst || only !== undefined ? undefined : docsPath)
+  const plan = quick ? quickPlan(seconds, burst) : fullPlan(seconds, burst)
   const runId = Crypto.randomUUID().slice(0, 8)
   const date = new Date()
   const runs = []
   for (const flavor of flavors) {
-    for (const scenario of plan.scenarios) {
+    for (const scenario of plan.scenarios.filter((s) => only === undefined || only.includes(s.id))) {
       console.log(`[soak] scenario ${scenario.id} on ${flavor}: ${scenario.title}, ${seconds} s`)
       const run = yield* runScenario(scenario, flavor, plan, runId)
       const f = figures(run)

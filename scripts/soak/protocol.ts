@@ -13,8 +13,11 @@ export const Load = Schema.Union([
     bodyMinMillis: Schema.Int,
     bodyMaxMillis: Schema.Int
   }),
-  /** `locks` fibers each hold a lock of their own, their bodies sleeping until the run ends. */
-  Schema.TaggedStruct("hold", { locks: Schema.Int, waitTimeoutMillis: Schema.Int })
+  /**
+   * `locks` fibers each hold a lock of their own, their bodies sleeping until the run ends; at most
+   * `acquireConcurrency` acquisitions are under way at once (0: all at once).
+   */
+  Schema.TaggedStruct("hold", { locks: Schema.Int, waitTimeoutMillis: Schema.Int, acquireConcurrency: Schema.Int })
 ])
 export type Load = typeof Load.Type
 
@@ -59,6 +62,8 @@ export interface Counts {
   readonly acquisitions: number
   readonly timedOut: number
   readonly lockLost: number
+  /** LockLost by `phase/reason` (e.g. `acquire/expired`). */
+  readonly lockLostBy: Readonly<Record<string, number>>
   /** Other failures, by tag and detail (none expected). */
   readonly otherErrors: Readonly<Record<string, number>>
   /** Times a body entered while another body of this process held the one key (contend only). */
@@ -73,7 +78,7 @@ export interface WorkerResult {
   readonly beforeLayer: Probe
   /** Layer built, before the load. */
   readonly beforeLoad: Probe
-  /** A fifth into the load, and at its end (still under load). */
+  /** A fifth into the load (or once it ramped up, if later), and at its end (still under load). */
   readonly earlyLoad: Probe
   readonly lateLoad: Probe
   /** Every call returned and the client went idle (its renewal scheduler lingers one period). */

@@ -26,26 +26,33 @@ const contention = (workers: number, waiters: number, waitTimeoutMillis: number)
   load: { _tag: "contend", key: "hot", waiters, waitTimeoutMillis, bodyMinMillis: 1, bodyMaxMillis: 5 }
 })
 
-const held = (locks: number): Scenario => ({
+const held = (locks: number, burst: boolean): Scenario => ({
   id: "B",
-  title: `${locks} locks held in one process`,
+  title: `${locks} locks held in one process${burst ? ", all acquired at once" : ""}`,
   workers: 1,
   leaseMillis: 3000,
-  load: { _tag: "hold", locks, waitTimeoutMillis: 30_000 }
+  load: { _tag: "hold", locks, waitTimeoutMillis: 30_000, acquireConcurrency: burst ? 0 : acquireConcurrency }
 })
 
-export const fullPlan = (seconds: number): Plan => ({
+/**
+ * Acquisitions under way at once in scenario B (unless `--burst`): the ramp to 10,000 held locks
+ * takes about a second, and no acquisition waits behind thousands of others in its own process.
+ */
+export const acquireConcurrency = 500
+
+/** `burst`: scenario B acquires every lock at once (unbounded concurrency). */
+export const fullPlan = (seconds: number, burst = false): Plan => ({
   durationMillis: seconds * 1000,
   sampleMillis: 2000,
-  scenarios: [contention(4, 250, 2000), held(10_000)]
+  scenarios: [contention(4, 250, 2000), held(10_000, burst)]
 })
 
 /**
  * Every code path of the full plan with a tenth of the load, for a smoke run; the shorter
  * `waitTimeout` has the fewer waiters time out as often.
  */
-export const quickPlan = (seconds: number): Plan => ({
+export const quickPlan = (seconds: number, burst = false): Plan => ({
   durationMillis: seconds * 1000,
   sampleMillis: 500,
-  scenarios: [contention(2, 50, 300), held(1000)]
+  scenarios: [contention(2, 50, 300), held(1000, burst)]
 })

@@ -45,10 +45,13 @@ export interface Figures {
   readonly maxKeys: number
 }
 
+const merge = (records: ReadonlyArray<Readonly<Record<string, number>>>): Record<string, number> => {
+  const merged: Record<string, number> = {}
+  for (const record of records) for (const [what, n] of Object.entries(record)) merged[what] = (merged[what] ?? 0) + n
+  return merged
+}
+
 const sumCounts = (all: ReadonlyArray<Counts>): Counts => {
-  const otherErrors: Record<string, number> = {}
-  for (const counts of all)
-    for (const [what, n] of Object.entries(counts.otherErrors)) otherErrors[what] = (otherErrors[what] ?? 0) + n
   const sum = (field: "calls" | "acquisitions" | "timedOut" | "lockLost" | "overlaps") =>
     all.reduce((total, counts) => total + counts[field], 0)
   return {
@@ -56,8 +59,9 @@ const sumCounts = (all: ReadonlyArray<Counts>): Counts => {
     acquisitions: sum("acquisitions"),
     timedOut: sum("timedOut"),
     lockLost: sum("lockLost"),
+    lockLostBy: merge(all.map((counts) => counts.lockLostBy)),
     overlaps: sum("overlaps"),
-    otherErrors,
+    otherErrors: merge(all.map((counts) => counts.otherErrors)),
     allHeldAfterMillis: Math.max(...all.map((counts) => counts.allHeldAfterMillis))
   }
 }
@@ -131,7 +135,10 @@ export const problems = (run: ScenarioRun, f: Figures): Array<string> => {
     if (w.fatal !== undefined) out.push(`worker ${w.worker} failed: ${w.fatal}`)
     else if (w.result === undefined) out.push(`worker ${w.worker} reported no result (${w.exit})`)
   }
-  if (counts.lockLost > 0) out.push(`${counts.lockLost} LockLost without any fault`)
+  if (counts.lockLost > 0) {
+    const by = Object.entries(counts.lockLostBy).map(([what, n]) => `${n} ${what}`)
+    out.push(`${counts.lockLost} LockLost without any fault (phase/reason: ${by.join(", ")})`)
+  }
   if (counts.overlaps > 0)
     out.push(`${counts.overlaps} bodies entered while another body of their process held the key`)
   for (const [what, n] of Object.entries(counts.otherErrors)) out.push(`${n} unexpected ${what}`)

@@ -72,6 +72,8 @@ const runLoad = (params: WorkerParams, fibers: Fibers.FiberCounter, started: Pro
     const until = (fraction: number) =>
       Effect.suspend(() => Effect.sleep(Math.max(0, startedAt + fraction * params.durationMillis - performance.now())))
     yield* until(0.2)
+    // The early probe is the baseline of "under steady load": not before the ramp-up is over.
+    yield* settle(load.ramped, params.durationMillis * 0.3)
     const earlyLoad = yield* probe(fibers)
     yield* until(1)
     const lateLoad = yield* probe(fibers)
