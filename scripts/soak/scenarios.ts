@@ -3,6 +3,9 @@
 // - B: thousands of locks held at once in one process, kept alive by batched renewal.
 import type { Load } from "./protocol.ts"
 
+/** Connections one lock client may open on a standalone server: its shared connection and its subscriber. */
+export const connectionsPerProcess = 2
+
 export interface Scenario {
   readonly id: "A" | "B"
   readonly title: string

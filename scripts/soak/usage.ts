@@ -13,7 +13,8 @@ const collect = (): void => {
   gc()
 }
 
-const resourceCounts = (): Record<string, number> => {
+/** `process.getActiveResourcesInfo()` counted by kind. */
+export const resourceCounts = (): Record<string, number> => {
   const counts: Record<string, number> = {}
   for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1
   return counts
@@ -23,7 +24,7 @@ const resourceCounts = (): Record<string, number> => {
  * Reads on a fresh turn of the event loop: a fiber resumed by a timer runs inside that timer's
  * callback, where the timer still counts as active; and fibers forked just before have started.
  */
-const nextTurn: Effect.Effect<void> = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+export const nextTurn: Effect.Effect<void> = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
 /** Heap after a full GC, live fibers and active resources, now. */
 export const probe = (fibers: FiberCounter): Effect.Effect<Probe> =>
@@ -57,3 +58,18 @@ export const sampler = (fibers: FiberCounter, startedAt: number, inBody: () => n
     }
   }
 }
+
+/**
+ * Resource kinds (timers, sockets) of which `after` has more than `before`, except sockets up to
+ * `sockets`: a client opens its wake-up subscriber the first time it waits, and keeps it.
+ */
+export const grownResources = (
+  before: Readonly<Record<string, number>>,
+  after: Readonly<Record<string, number>>,
+  sockets = 0
+): Array<string> =>
+  Object.entries(after).flatMap(([kind, n]) => {
+    const was = before[kind] ?? 0
+    const allowed = kind === "TCPSocketWrap" ? Math.max(was, sockets) : was
+    return n > allowed ? [`${kind} ${was} -> ${n}`] : []
+  })

@@ -5,10 +5,10 @@
 // waiters or held locks), and every worker exits by itself once its lock layer is closed.
 import type { Counts, Probe } from "./protocol.ts"
 import { exitBoundMillis, type ScenarioRun } from "./run.ts"
+import { connectionsPerProcess } from "./scenarios.ts"
 import * as Series from "./series.ts"
+import { grownResources } from "./usage.ts"
 
-/** Connections one lock client may open on a standalone server: its shared connection and its subscriber. */
-export const connectionsPerProcess = 2
 /** Reachable heap the load may leave behind (JIT code, interned strings, caches), per process. */
 export const retainedHeapBound = 4 * 2 ** 20
 /** Growth of the reachable heap from a fifth into the load to its end that counts as a leak. */
@@ -115,17 +115,6 @@ export const figures = (run: ScenarioRun): Figures => {
 
 const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MiB`
 
-/**
- * Resource kinds (timers, sockets) of which `after` has more than `before`, except sockets up to
- * `sockets`: a client opens its wake-up subscriber the first time it waits, and keeps it.
- */
-export const grownResources = (before: Probe, after: Probe, sockets = 0): Array<string> =>
-  Object.entries(after.resources).flatMap(([kind, n]) => {
-    const was = before.resources[kind] ?? 0
-    const allowed = kind === "TCPSocketWrap" ? Math.max(was, sockets) : was
-    return n > allowed ? [`${kind} ${was} -> ${n}`] : []
-  })
-
 /** Why the run fails; empty when it passes. */
 export const problems = (run: ScenarioRun, f: Figures): Array<string> => {
   const out: Array<string> = [...run.harness]
@@ -159,15 +148,16 @@ export const problems = (run: ScenarioRun, f: Figures): Array<string> => {
     out.push(`${f.connectionsOpened} connections opened during the run (reconnects?)`)
   }
   if (f.clientsAtEnd > 0) out.push(`${f.clientsAtEnd} client connections still open after the workers exited`)
-  const waitBound = (load._tag === "contend" ? load.waitTimeoutMillis : 0) + 2000
+  // A waiter returns within its waitTimeout; held locks are released (each bounded to 1 s) all at once.
+  const waitBound = load._tag === "contend" ? load.waitTimeoutMillis + 2000 : 5000
   for (const p of f.processes) {
     const who = `worker ${p.worker}`
     if (p.afterLoad.liveFibers > p.beforeLoad.liveFibers) {
       out.push(`${who}: ${p.afterLoad.liveFibers - p.beforeLoad.liveFibers} fibers still alive after the load`)
     }
-    for (const grown of grownResources(p.beforeLoad, p.afterLoad, connectionsPerProcess))
+    for (const grown of grownResources(p.beforeLoad.resources, p.afterLoad.resources, connectionsPerProcess))
       out.push(`${who}: more handles after the load: ${grown}`)
-    for (const grown of grownResources(p.beforeLayer, p.afterClose))
+    for (const grown of grownResources(p.beforeLayer.resources, p.afterClose.resources))
       out.push(`${who}: handles left after closing: ${grown}`)
     if (p.afterLoad.heapUsed - p.beforeLoad.heapUsed > retainedHeapBound) {
       out.push(`${who}: the load left ${mib(p.afterLoad.heapUsed - p.beforeLoad.heapUsed)} of reachable heap behind`)

@@ -16,7 +16,8 @@ import { NodeRedisBackend } from "@sage/lock-node-redis"
 import * as Fibers from "./fibers.ts"
 import * as Loads from "./loads.ts"
 import { type WorkerLine, type WorkerParams, WorkerParamsJson } from "./protocol.ts"
-import { probe, sampler } from "./usage.ts"
+import { grownResources, nextTurn, probe, resourceCounts, sampler } from "./usage.ts"
+import { connectionsPerProcess } from "./scenarios.ts"
 
 const emit = (line: WorkerLine): void => {
   process.stdout.write(`${JSON.stringify(line)}\n`)
@@ -40,11 +41,11 @@ const startSignal = (): Promise<void> =>
     if (process.stdin instanceof Net.Socket) process.stdin.unref()
   })
 
-/** Polls `done` every 50 ms for at most `millis`. */
+/** Polls `done` every 50 ms for at most `millis` (on a fresh turn: see `nextTurn`). */
 const settle = (done: () => boolean, millis: number): Effect.Effect<void> =>
   Effect.gen(function* () {
     const deadline = performance.now() + millis
-    while (!done() && performance.now() < deadline) yield* Effect.sleep(50)
+    while (!done() && performance.now() < deadline) yield* Effect.andThen(Effect.sleep(50), nextTurn)
   })
 
 const noSockets = (): boolean => process.getActiveResourcesInfo().every((kind) => kind !== "TCPSocketWrap")
@@ -82,8 +83,15 @@ const runLoad = (params: WorkerParams, fibers: Fibers.FiberCounter, started: Pro
     const counts = yield* Fiber.join(running)
     const stopMillis = Math.round(performance.now() - stoppedAt)
     yield* Fiber.interrupt(sampling)
-    // The renewal scheduler lingers one renewal period (a third of the lease) after its last lease.
-    yield* settle(() => fibers.live() <= beforeLoad.liveFibers, params.leaseMillis + 2000)
+    // The renewal scheduler lingers one renewal period (a third of the lease) after its last lease;
+    // releases abandoned at their 1 s bound may still be written or answered (their commands held
+    // by the client until then), and log lines still being written.
+    yield* settle(
+      () =>
+        fibers.live() <= beforeLoad.liveFibers &&
+        grownResources(beforeLoad.resources, resourceCounts(), connectionsPerProcess).length === 0,
+      params.leaseMillis + 2000
+    )
     const afterLoad = yield* probe(fibers)
     return { counts, beforeLoad, earlyLoad, lateLoad, afterLoad, stopMillis }
   })
