@@ -12,6 +12,7 @@ import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { NodeRuntime } from "@effect/platform-node"
 import { ServerBinary } from "@sage/lock-testkit"
+import { formatMarkdown } from "../tooling/markdown.ts"
 import { deploymentKinds, type DeploymentKind } from "./deployments.ts"
 import { renderReport, serverVersions } from "./report.ts"
 import { type CellResult, defaultSettings, runCell } from "./run.ts"
@@ -90,16 +91,9 @@ const program = Effect.gen(function* () {
   console.log(`${results.length} cells, ${failed} failed, ${(totalMillis / 1000).toFixed(0)} s`)
   if (out !== undefined) {
     const versions = yield* serverVersions(flavors)
-    // Formatted as the repository formats Markdown, so the generated file passes `format:check` as is.
-    const format = (text: string) =>
-      Effect.promise(async () => {
-        const prettier = await import("prettier")
-        const config = (await prettier.resolveConfig(out)) ?? {}
-        return prettier.format(text, { ...config, filepath: out })
-      })
     Fs.writeFileSync(
       out,
-      yield* format(
+      yield* formatMarkdown(
         renderReport({
           results,
           totalMillis,
@@ -110,7 +104,8 @@ const program = Effect.gen(function* () {
           jobs,
           alternate,
           reruns: reruns.length
-        })
+        }),
+        out
       )
     )
     console.log(`wrote ${out}`)

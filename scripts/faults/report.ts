@@ -16,7 +16,7 @@ export const serverVersions = (flavors: ReadonlyArray<ServerBinary.Flavor>): Eff
     })
   )
 
-const packageVersion = (name: string): string => {
+export const packageVersion = (name: string): string => {
   try {
     const url = new URL(`../../packages/${name}/package.json`, import.meta.url)
     return String((JSON.parse(Fs.readFileSync(url, "utf8")) as { version?: string }).version)
