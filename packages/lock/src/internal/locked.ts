@@ -189,7 +189,7 @@ export const runLocked = <A, E, R>(
     const releaseAndPass =
       backend.ordered === true && call.passTurn !== undefined
         ? Effect.suspend(() => {
-            queueMicrotask(call.passTurn!)
+            if (client.queue.hasWaiters(key)) queueMicrotask(call.passTurn!)
             return release(backend, request)
           })
         : release(backend, request)
