@@ -7,7 +7,6 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
 import { Lock, type LockBackend, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
@@ -20,34 +19,12 @@ import {
   type WorkerParams,
   WorkerParamsJson
 } from "./protocol.ts"
+import { startSignal } from "../tooling/parentSignal.ts"
 
 // Pipe writes are synchronous on Linux, so an event written before a SIGKILL reaches the parent.
 const emit = (event: WorkerEvent): Effect.Effect<void> =>
   Effect.sync(() => {
     process.stdout.write(`${encodeEvent(event)}\n`)
-  })
-
-const stopSelf = (): void => {
-  process.kill(process.pid, "SIGTERM")
-}
-
-/**
- * Listens to the parent on stdin: the returned promise resolves on its "start" line. If stdin closes
- * (the parent died without stopping us), stop as if sent SIGTERM: runMain interrupts the program, so
- * a held lock is released instead of left to expire.
- */
-const listenToParent = (): Promise<void> =>
-  new Promise((resolve) => {
-    let received = ""
-    process.stdin.setEncoding("utf8")
-    process.stdin.on("data", (chunk: string) => {
-      received += chunk
-      if (received.includes("start\n")) resolve()
-    })
-    process.stdin.on("end", stopSelf)
-    process.stdin.on("error", stopSelf)
-    // Listening must not keep a finished worker alive.
-    if (process.stdin instanceof Net.Socket) process.stdin.unref()
   })
 
 /** The lock's backend for the deployment the parent started (or REDIS_URL names). */
@@ -134,7 +111,7 @@ const run = (params: WorkerParams, started: Promise<void>) =>
   )
 
 const program = Effect.gen(function* () {
-  const started = listenToParent()
+  const started = startSignal()
   const params = yield* Schema.decodeUnknownEffect(WorkerParamsJson)(process.argv[2])
   yield* run(params, started)
 })

@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
 import { Lock } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
@@ -18,28 +17,11 @@ import * as Loads from "./loads.ts"
 import { type WorkerLine, type WorkerParams, WorkerParamsJson } from "./protocol.ts"
 import { grownResources, nextTurn, probe, resourceCounts, sampler } from "./usage.ts"
 import { connectionsPerProcess } from "./scenarios.ts"
+import { startSignal } from "../tooling/parentSignal.ts"
 
 const emit = (line: WorkerLine): void => {
   process.stdout.write(`${JSON.stringify(line)}\n`)
 }
-
-const gone = (): void => {
-  process.kill(process.pid, "SIGTERM")
-}
-
-/** Resolves on the parent's "start"; a closed stdin (the parent is gone) ends the process. */
-const startSignal = (): Promise<void> =>
-  new Promise((resolve) => {
-    let received = ""
-    process.stdin.setEncoding("utf8")
-    process.stdin.on("data", (chunk: string) => {
-      received += chunk
-      if (received.includes("start\n")) resolve()
-    })
-    process.stdin.on("end", gone)
-    process.stdin.on("error", gone)
-    if (process.stdin instanceof Net.Socket) process.stdin.unref()
-  })
 
 /** Polls `done` every 50 ms for at most `millis` (on a fresh turn: see `nextTurn`). */
 const settle = (done: () => boolean, millis: number): Effect.Effect<void> =>
