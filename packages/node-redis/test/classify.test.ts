@@ -18,6 +18,8 @@ describe("classify", () => {
     "CLUSTERDOWN Hash slot not served",
     "MOVED 6035 127.0.0.1:7001",
     "ASK 13513 127.0.0.1:7002",
+    // A WAIT on a master demoted by a failover (the CI fault subset's cluster-failover-force found it fatal once).
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
     "ERR max number of clients reached",
     // What a Cluster node says (the fault matrix's connection-limit cell found it fatal once).
     "ERR max number of clients + cluster connections reached"

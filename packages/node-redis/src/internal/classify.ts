@@ -27,7 +27,10 @@ const temporaryReplies: ReadonlySet<string> = new Set([
   "TRYAGAIN",
   "CLUSTERDOWN",
   "MOVED",
-  "ASK"
+  "ASK",
+  // A WAIT cut short because its master was demoted during a failover (the write's fate is unknown;
+  // the caller already treats a write as possibly applied when its acknowledgement fails).
+  "UNBLOCKED"
 ])
 
 /** Socket error codes from Node that mean the connection failed, not the command. */

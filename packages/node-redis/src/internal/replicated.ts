@@ -55,7 +55,7 @@ export interface Topology {
 }
 
 /** Errors after which the client's view of the topology is probably stale. */
-const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN"])
+const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "UNBLOCKED"])
 
 /** A failure after the write was applied: the key may now hold our token, so cleanup must release it. */
 const afterWrite = (error: LockRedisError): LockRedisError =>
