@@ -5,6 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
@@ -68,6 +69,26 @@ describe(`dedicated pool of one on ${flavor}`, () => {
       assert.strictEqual(value, "done")
       // The release may itself wait for the full pool, bounded to one second.
       assert.isBelow(late, 1_800, "the interrupted renewal did not hold the result back")
+    })
+  )
+  it.live("sendAll answers every command's outcome in order, and cuts off the one without a reply", () =>
+    Effect.gen(function* () {
+      const { address, pool } = yield* onOneNode
+      const outcomes = yield* pool.use(address, 2_000, (connection) =>
+        connection.sendAll(
+          [["PING"], ["NOSUCHCOMMAND"], ["ECHO", "after the error"], ["BLPOP", "sendAll:nothing", "2"]],
+          300
+        )
+      )
+      assert.strictEqual(outcomes.length, 4)
+      const [ping, unknown, echo, blocked] = outcomes
+      assert.deepStrictEqual(ping, Result.succeed("PONG"))
+      assert.isTrue(unknown !== undefined && Result.isFailure(unknown) && unknown.failure.kind === "server")
+      assert.deepStrictEqual(echo, Result.succeed("after the error"), "an error reply does not stop the others")
+      assert.isTrue(
+        blocked !== undefined && Result.isFailure(blocked) && blocked.failure.code === "TIMEOUT",
+        "a command still waiting when the time is up fails as TIMEOUT"
+      )
     })
   )
 })

@@ -22,19 +22,21 @@ const scripted = (options: {
   acks?: number
 }) => {
   const sent: Array<ReadonlyArray<string>> = []
+  const send = (args: ReadonlyArray<string>) =>
+    Effect.sync(() => {
+      sent.push(args)
+      if (args[0] === "ROLE") return options.role
+      if (args[0] === "WAIT") return Math.min(Number(args[1]), options.acks ?? Infinity)
+      if (args[1] === Scripts.acquire.sha1) return [1, 1]
+      return 1
+    })
   const pool: Pool = {
     openConnections: () => 1,
     use: (address, _timeout, f) =>
       f({
         address,
-        send: (args) =>
-          Effect.sync(() => {
-            sent.push(args)
-            if (args[0] === "ROLE") return options.role
-            if (args[0] === "WAIT") return Math.min(Number(args[1]), options.acks ?? Infinity)
-            if (args[1] === Scripts.acquire.sha1) return [1, 1]
-            return 1
-          })
+        send,
+        sendAll: (commands) => Effect.forEach(commands, (args) => Effect.result(send(args)))
       })
   }
   const topology: Topology = {

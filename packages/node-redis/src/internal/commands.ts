@@ -1,5 +1,6 @@
 // Sending the lock scripts and reading their replies, for any connection (shared or dedicated).
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { AcquireReply } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./classify.ts"
@@ -69,6 +70,52 @@ export const sendWithin = (
         resume(Effect.fail(classify(args[0] ?? "command", error)))
       }
     )
+    return Effect.sync(() => {
+      done = true
+      clearTimeout(timer)
+    })
+  })
+
+/**
+ * Sends several commands at once, in order, on one connection (they go out in one write), each
+ * bounded by the same `timeoutMillis`, and answers every command's outcome, in order. Same rules as
+ * `sendWithin`; one timer for the batch instead of one per command and no fiber per command: this
+ * is how a replicated write sends its script, `ROLE` and `WAIT` together.
+ */
+export const sendAllWithin = (
+  client: CommandClient,
+  commands: ReadonlyArray<ReadonlyArray<string>>,
+  timeoutMillis: number
+): Effect.Effect<Array<Result.Result<unknown, LockRedisError>>> =>
+  Effect.callback<Array<Result.Result<unknown, LockRedisError>>>((resume) => {
+    const millis = Math.max(1, Math.ceil(timeoutMillis))
+    const outcomes: Array<Result.Result<unknown, LockRedisError> | undefined> = commands.map(() => undefined)
+    let pending = commands.length
+    let done = false
+    const finish = () => {
+      done = true
+      clearTimeout(timer)
+      resume(
+        Effect.succeed(
+          outcomes.map((outcome, i) => outcome ?? Result.fail(noReply(commands[i]?.[0] ?? "command", millis)))
+        )
+      )
+    }
+    const timer = setTimeout(finish, millis)
+    commands.forEach((args, i) => {
+      client.sendCommand(args as Array<string>, noClientTimeout).then(
+        (reply) => {
+          if (done) return
+          outcomes[i] = Result.succeed(reply)
+          if (--pending === 0) finish()
+        },
+        (error: unknown) => {
+          if (done) return
+          outcomes[i] = Result.fail(classify(args[0] ?? "command", error))
+          if (--pending === 0) finish()
+        }
+      )
+    })
     return Effect.sync(() => {
       done = true
       clearTimeout(timer)

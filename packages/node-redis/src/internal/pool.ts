@@ -9,12 +9,13 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
-import { sendWithin } from "./commands.ts"
+import { sendAllWithin, sendWithin } from "./commands.ts"
 import { monotonicMillis } from "./time.ts"
 
 type Client = ReturnType<typeof createClient>
@@ -25,6 +26,11 @@ export interface Connection {
   readonly address: string
   /** Sends one command with its own timeout (ms). */
   readonly send: (args: ReadonlyArray<string>, timeoutMillis: number) => Effect.Effect<unknown, LockRedisError>
+  /** Sends commands together (one write), each bounded by `timeoutMillis`; answers each one's outcome. */
+  readonly sendAll: (
+    commands: ReadonlyArray<ReadonlyArray<string>>,
+    timeoutMillis: number
+  ) => Effect.Effect<Array<Result.Result<unknown, LockRedisError>>>
 }
 
 export interface Pool {
@@ -173,30 +179,20 @@ export const make = (options: {
 
     // Nothing here is uninterruptible: an interrupted caller leaves at once, whether it waits for a
     // permit, connects or runs `f`; the permit and the connection are settled in finalizers.
+    // Written as plain continuations rather than a generator: every replicated operation passes here.
     const use: Pool["use"] = (address, timeoutMillis, f) =>
       Effect.suspend(() => {
         const pool = nodePool(address)
         const ticket: Ticket = { granted: false, ready: Deferred.makeUnsafe<void>() }
         const waitForPermit = Effect.suspend(() => {
-          if (grant(pool, ticket)) return Effect.succeed(true)
           pool.waiters.push(ticket)
           return Deferred.await(ticket.ready).pipe(
             Effect.timeoutOption(Math.max(1, timeoutMillis)),
             Effect.map((o) => o._tag === "Some")
           )
         })
-        return Effect.gen(function* () {
-          const start = yield* monotonicMillis
-          if (!(yield* waitForPermit)) return yield* exhausted(address, timeoutMillis)
-          let client = pool.idle.pop()
-          while (client !== undefined && !client.isReady) {
-            discard(client)
-            client = pool.idle.pop()
-          }
-          // Connecting shares the caller's budget with the wait for the permit.
-          const left = timeoutMillis - ((yield* monotonicMillis) - start)
-          const connection = client ?? (yield* connect(address, left))
-          return yield* f(toConnection(address, connection)).pipe(
+        const run = (connection: Client) =>
+          f(toConnection(address, connection)).pipe(
             Effect.onExit((result) =>
               Effect.sync(() => {
                 if (Exit.isSuccess(result) && connection.isReady && !closed) pool.idle.push(connection)
@@ -204,7 +200,26 @@ export const make = (options: {
               })
             )
           )
-        }).pipe(
+        // Connecting shares the caller's budget with the wait for the permit.
+        const withPermit = (start: number) =>
+          Effect.suspend(() => {
+            let client = pool.idle.pop()
+            while (client !== undefined && !client.isReady) {
+              discard(client)
+              client = pool.idle.pop()
+            }
+            if (client !== undefined) return run(client)
+            return Effect.flatMap(monotonicMillis, (now) =>
+              Effect.flatMap(connect(address, timeoutMillis - (now - start)), run)
+            )
+          })
+        return Effect.flatMap(monotonicMillis, (start) =>
+          grant(pool, ticket)
+            ? withPermit(start)
+            : Effect.flatMap(waitForPermit, (granted) =>
+                granted ? withPermit(start) : Effect.fail(exhausted(address, timeoutMillis))
+              )
+        ).pipe(
           Effect.onExit(() =>
             Effect.sync(() => {
               if (ticket.granted) return giveBack(pool)
@@ -220,5 +235,6 @@ export const make = (options: {
 
 const toConnection = (address: string, client: Client): Connection => ({
   address,
-  send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis)
+  send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
+  sendAll: (commands, timeoutMillis) => sendAllWithin(client, commands, timeoutMillis)
 })

@@ -55,7 +55,16 @@ export interface Topology {
 }
 
 /** Errors after which the client's view of the topology is probably stale. */
-const staleView = new Set(["MOVED", "ASK", "READONLY", "NOT_MASTER", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "UNBLOCKED"])
+const staleView = new Set([
+  "MOVED",
+  "ASK",
+  "READONLY",
+  "NOT_MASTER",
+  "CLUSTERDOWN",
+  "MASTERDOWN",
+  "TRYAGAIN",
+  "UNBLOCKED"
+])
 
 /** A failure after the write was applied: the key may now hold our token, so cleanup must release it. */
 const afterWrite = (error: LockRedisError): LockRedisError =>
@@ -117,80 +126,113 @@ const guardedWrite = <A>(
   interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], LockRedisError>,
   onNotMaster: (address: string) => Effect.Effect<A, LockRedisError>
 ): Effect.Effect<A, LockRedisError> =>
-  Effect.gen(function* () {
-    const start = yield* monotonicMillis
+  // Plain continuations rather than generators: every replicated operation runs through here.
+  Effect.flatMap(monotonicMillis, (start) => {
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
     // with its own explanation (POOL_EXHAUSTED, UNACKNOWLEDGED) rather than a bare timeout.
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
     const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
-    const route = yield* topology.route(request.key)
     // Acquire and renew can write a lease that needs the role check, and a check's "held" is only
     // worth something from the master; release and leave need none.
     const writesLease = script === Scripts.acquire || script === Scripts.renew || script === Scripts.check
-    // An ASK redirect takes a second connection within what is left, not a fresh budget.
-    const attempt = (address: string, asking: boolean) =>
-      Effect.flatMap(left, (remaining) =>
-        pool.use(address, remaining, (connection) =>
-          Effect.gen(function* () {
-            if (asking) yield* connection.send(["ASKING"], yield* left)
-            const timeout = yield* left
-            // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
-            // connection they run in order, so ROLE answers for the node that just ran the script and
-            // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
-            // run too early; then both are asked again.
-            const wait =
-              script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
-                ? earlyWait(route, known.replicaCounts.get(address), timeout)
-                : undefined
-            const [sent, role, acks] = yield* Effect.all(
-              [
-                Effect.result(connection.send(Scripts.evalArgs("EVALSHA", script, keys, args), timeout)),
-                writesLease ? Effect.result(connection.send(["ROLE"], timeout)) : Effect.succeed(noRole),
-                wait === undefined ? Effect.succeed(noRole) : Effect.result(connection.send(wait, timeout))
-              ],
-              { concurrency: "unbounded" }
-            )
-            const reloaded = sent._tag === "Failure" && sent.failure.code === "NOSCRIPT"
-            const reply = reloaded
-              ? yield* connection.send(Scripts.evalArgs("EVAL", script, keys, args), yield* left)
-              : yield* Effect.fromResult(sent)
-            const [value, outcome] = yield* interpret(reply)
-            if (outcome === "no-write") {
-              if (script === Scripts.acquire) known.busy.note(request.key)
-              return value
-            }
-            const roleAfter = reloaded || Result.isFailure(role) ? undefined : role.success
-            const earlyAcks = reloaded || Result.isFailure(acks) ? undefined : acks.success
-            return yield* checkWrite(connection, value, asking, roleAfter, earlyAcks).pipe(Effect.mapError(afterWrite))
-          })
-        )
-      )
     // Everything after an applied write: the role, the client's view, the replicas.
     const checkWrite = (
+      route: Route,
       connection: { readonly address: string; readonly send: Send },
       value: A,
       asking: boolean,
       roleAfterWrite: unknown,
       earlyAcks: unknown
-    ) =>
-      Effect.gen(function* () {
-        const role = roleAfterWrite ?? (yield* connection.send(["ROLE"], yield* left))
+    ): Effect.Effect<A, LockRedisError> => {
+      const withRole = (role: unknown): Effect.Effect<A, LockRedisError> => {
         known.replicaCounts.set(connection.address, connectedReplicas(role))
         const isMaster = Array.isArray(role) && role[0] === "master"
         if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
-          return yield* onNotMaster(connection.address)
+          return onNotMaster(connection.address)
         }
-        if (!request.acknowledge) return value
-        yield* awaitReplicas(connection, route, role, yield* left, earlyAcks)
-        return value
-      })
-    return yield* attempt(route.address, false).pipe(
-      Effect.catchIf(
-        (error) => askTarget(error) !== undefined,
-        (error) => attempt(askTarget(error)!, true)
-      ),
-      Effect.tapError((error) =>
-        staleView.has(error.code) || error.kind !== "server" ? topology.refresh(request.key) : Effect.void
+        if (!request.acknowledge) return Effect.succeed(value)
+        return Effect.flatMap(left, (remaining) =>
+          Effect.as(awaitReplicas(connection, route, role, remaining, earlyAcks), value)
+        )
+      }
+      const role = roleAfterWrite ?? undefined
+      return role !== undefined
+        ? withRole(role)
+        : Effect.flatMap(
+            Effect.flatMap(left, (remaining) => connection.send(["ROLE"], remaining)),
+            withRole
+          )
+    }
+    // An ASK redirect takes a second connection within what is left, not a fresh budget.
+    const attempt = (route: Route, address: string, asking: boolean): Effect.Effect<A, LockRedisError> =>
+      Effect.flatMap(left, (remaining) =>
+        pool.use(address, remaining, (connection) => {
+          // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
+          // connection they run in order, so ROLE answers for the node that just ran the script and
+          // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
+          // run too early; then both are asked again.
+          const send = (timeout: number) => {
+            const wait =
+              script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
+                ? earlyWait(route, known.replicaCounts.get(address), timeout)
+                : undefined
+            const commands: Array<ReadonlyArray<string>> = [Scripts.evalArgs("EVALSHA", script, keys, args)]
+            if (writesLease) commands.push(["ROLE"])
+            if (wait !== undefined) commands.push(wait)
+            return Effect.map(connection.sendAll(commands, timeout), (outcomes) => {
+              const role = writesLease ? outcomes[1]! : noRole
+              const acks = wait === undefined ? noRole : outcomes[writesLease ? 2 : 1]!
+              return [outcomes[0]!, role, acks] as const
+            })
+          }
+          const afterReply = (
+            reply: unknown,
+            role: Result.Result<unknown, unknown>,
+            acks: Result.Result<unknown, unknown>,
+            reloaded: boolean
+          ) =>
+            Effect.flatMap(interpret(reply), ([value, outcome]): Effect.Effect<A, LockRedisError> => {
+              if (outcome === "no-write") {
+                if (script === Scripts.acquire) known.busy.note(request.key)
+                return Effect.succeed(value)
+              }
+              const roleAfter = reloaded || Result.isFailure(role) ? undefined : role.success
+              const earlyAcks = reloaded || Result.isFailure(acks) ? undefined : acks.success
+              return checkWrite(route, connection, value, asking, roleAfter, earlyAcks).pipe(
+                Effect.mapError(afterWrite)
+              )
+            })
+          const sendAll = Effect.flatMap(left, (timeout) => send(timeout))
+          const sent = asking
+            ? Effect.andThen(
+                Effect.flatMap(left, (timeout) => connection.send(["ASKING"], timeout)),
+                sendAll
+              )
+            : sendAll
+          return Effect.flatMap(sent, ([result, role, acks]) => {
+            if (result._tag === "Failure" && result.failure.code === "NOSCRIPT") {
+              return Effect.flatMap(
+                Effect.flatMap(left, (timeout) =>
+                  connection.send(Scripts.evalArgs("EVAL", script, keys, args), timeout)
+                ),
+                (reply) => afterReply(reply, role, acks, true)
+              )
+            }
+            return Result.isFailure(result)
+              ? Effect.fail(result.failure)
+              : afterReply(result.success, role, acks, false)
+          })
+        })
+      )
+    return Effect.flatMap(topology.route(request.key), (route) =>
+      attempt(route, route.address, false).pipe(
+        Effect.catchIf(
+          (error) => askTarget(error) !== undefined,
+          (error) => attempt(route, askTarget(error)!, true)
+        ),
+        Effect.tapError((error) =>
+          staleView.has(error.code) || error.kind !== "server" ? topology.refresh(request.key) : Effect.void
+        )
       )
     )
   })
