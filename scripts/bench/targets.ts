@@ -39,6 +39,11 @@ export interface Deployment {
   readonly recorder: Recorder
   /** The server's URL (standalone only): the raw node-redis section connects to it directly. */
   readonly url: string | undefined
+  /**
+   * The URL of the master (Sentinel only) and how many replicas it has: the replicated bench
+   * (`replicated.ts`) measures a hand-written node-redis floor on it.
+   */
+  readonly master?: { readonly url: string; readonly replicas: number } | undefined
 }
 
 type StartError = TestkitError.TestkitError | LockRedisError | InvalidArgument
@@ -107,7 +112,8 @@ const deployment = (
   flavor: ServerBinary.Flavor,
   description: string,
   backend: Backend,
-  url: string | undefined
+  url: string | undefined,
+  master?: Deployment["master"]
 ): Deployment => {
   const recorder = makeRecorder()
   return {
@@ -117,7 +123,8 @@ const deployment = (
     description,
     backend: instrument(backend, recorder),
     recorder,
-    url
+    url,
+    master
   }
 }
 
@@ -141,7 +148,8 @@ export const sentinel = Effect.fnUntraced(function* (
   })
   const master = yield* topology.master()
   const description = `${yield* version(master)}, master + ${topology.nodes.length - 1} replicas, ${topology.sentinels.length} sentinels`
-  return deployment("sentinel", flavor, description, backend, undefined)
+  const replicas = topology.nodes.length - 1
+  return deployment("sentinel", flavor, description, backend, undefined, { url: master.url, replicas })
 })
 
 /** Three masters with one replica each. */
