@@ -57,6 +57,14 @@ const connectionFlags = {
     ),
     Flag.optional
   ),
+  tls: Flag.Boolean("tls").pipe(
+    Flag.withDescription("TLS to every server and sentinel (a rediss:// --url turns it on for that server)"),
+    Flag.withDefault(false)
+  ),
+  ca: Flag.String("ca").pipe(
+    Flag.withDescription("A PEM file with the CA that signed the servers' certificates (with TLS)"),
+    Flag.optional
+  ),
   namespace: Flag.String("namespace").pipe(
     Flag.withDescription('The lock namespace (Lock.make\'s `namespace`; default "lock")'),
     Flag.withDefault("lock")

@@ -189,3 +189,45 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
     Effect.map(succeeds(["--version"]), (out) => assert.strictEqual(out, `sage-lock v${packageJson.version}`))
   )
 })
+
+class TlsServer extends Context.Service<TlsServer, RedisServer.RedisServer>()("@sage/lock-cli/test/TlsServer") {}
+
+layer(Layer.effect(TlsServer, RedisServer.start({ flavor: "redis7", tls: true })), { excludeTestServices: true })(
+  "sage-lock over TLS (a TLS-only server, certificates made for the test)",
+  (it) => {
+    it.effect("rediss:// or --tls with --ca reaches the server; without the CA the certificate is refused", () =>
+      Effect.gen(function* () {
+        const server = yield* TlsServer
+        const caFile = server.tls!.caFile
+        const plain = `redis://127.0.0.1:${server.port}`
+        const ns = namespace("tls")
+        const free = { key: "job", redisKey: `${ns}:{job}`, held: false }
+        for (const connection of [
+          ["--url", server.url, "--ca", caFile],
+          ["--url", plain, "--tls", "--ca", caFile]
+        ]) {
+          const out = yield* succeeds(["inspect", "job", "--json", "--namespace", ns, ...connection])
+          assert.deepInclude(JSON.parse(out), free, connection.join(" "))
+        }
+        // The server's certificate is signed by the test's own CA, which the system does not trust.
+        const untrusted = yield* fails(["inspect", "job", "--url", server.url, "--timeout", "2"])
+        assert.include(untrusted, "cannot connect to")
+        // A plain connection to a TLS-only port gets no answer it understands.
+        yield* fails(["inspect", "job", "--url", plain, "--timeout", "1"])
+      })
+    )
+
+    it.effect("--ca without TLS, an unreadable file or one with no certificate: one line, status 1", () =>
+      Effect.gen(function* () {
+        const server = yield* TlsServer
+        const plain = `redis://127.0.0.1:${server.port}`
+        assert.include(yield* fails(["list", "--url", plain, "--ca", server.tls!.caFile]), "add --tls")
+        assert.include(yield* fails(["list", "--url", server.url, "--ca", "/nonexistent/ca.pem"]), "cannot read")
+        assert.include(
+          yield* fails(["list", "--url", server.url, "--ca", server.tls!.keyFile]),
+          "holds no PEM certificate"
+        )
+      })
+    )
+  }
+)

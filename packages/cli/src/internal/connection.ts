@@ -2,6 +2,7 @@
 // deployment (--url, --sentinel with --master, or --cluster), the credentials (from the URL or the
 // environment; never printed), and a connect bounded by --timeout that leaves no socket open, so a
 // command never hangs on an unreachable server and the process exits when it is done.
+import * as Fs from "node:fs"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -27,6 +28,10 @@ export interface ConnectionFlags {
   readonly master: Option.Option<string>
   readonly cluster: Option.Option<string>
   readonly user: Option.Option<string>
+  /** TLS to every node and sentinel (a rediss:// --url implies it for that server). */
+  readonly tls: boolean
+  /** A PEM file with the CA that signed the servers' certificates. */
+  readonly ca: Option.Option<string>
   /** Seconds. */
   readonly timeout: number
 }
@@ -44,6 +49,8 @@ export interface Connection {
   readonly username: string | undefined
   readonly password: Redacted.Redacted<string> | undefined
   readonly sentinelPassword: Redacted.Redacted<string> | undefined
+  /** TLS settings for every connection (the CA's PEM text, when --ca was given), or undefined for plain TCP. */
+  readonly tls: { readonly ca: string | undefined } | undefined
   readonly timeoutMillis: number
 }
 
@@ -82,6 +89,22 @@ const addresses = (flag: string, list: string) => {
   return Result.isFailure(parsed) ? fail(`--${flag}: ${parsed.failure}`) : Effect.succeed(parsed.success)
 }
 
+/** The PEM text of --ca, checked to hold at least one certificate. */
+const readCa = (path: string): Effect.Effect<string, CommandFailed> =>
+  Effect.try({
+    try: () => Fs.readFileSync(path, "utf8"),
+    catch: (error) =>
+      new CommandFailed({
+        message: `--ca: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`
+      })
+  }).pipe(
+    Effect.flatMap((text) =>
+      text.includes("-----BEGIN CERTIFICATE-----")
+        ? Effect.succeed(text)
+        : fail(`--ca: ${path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`)
+    )
+  )
+
 /**
  * Checks the flags and reads the passwords from the environment. Exactly one deployment: --url
  * (default redis://127.0.0.1:6379), --sentinel with --master, or --cluster.
@@ -102,7 +125,13 @@ export const fromFlags = (flags: ConnectionFlags): Effect.Effect<Connection, Com
       sentinelPassword: envPassword(sentinelPasswordVariable)
     }).pipe(Effect.mapError(() => new CommandFailed({ message: `${passwordVariable} could not be read` })))
     const user = Option.getOrUndefined(flags.user)
-    const common = { sentinelPassword: env.sentinelPassword, timeoutMillis }
+    const rediss = Option.isSome(flags.url) && flags.url.value.trim().toLowerCase().startsWith("rediss:")
+    if (Option.isSome(flags.ca) && !flags.tls && !rediss) {
+      return yield* fail("--ca is the CA for TLS connections: add --tls (or give a rediss:// --url)")
+    }
+    const ca = Option.isSome(flags.ca) ? yield* readCa(flags.ca.value) : undefined
+    const tls = flags.tls || rediss ? { ca } : undefined
+    const common = { sentinelPassword: env.sentinelPassword, tls, timeoutMillis }
 
     if (Option.isSome(flags.sentinel)) {
       if (Option.isNone(flags.master) || flags.master.value.trim() === "") {
@@ -129,6 +158,8 @@ export const fromFlags = (flags: ConnectionFlags): Effect.Effect<Connection, Com
       }
     }
     const parsed = yield* standaloneUrl(Option.getOrElse(flags.url, () => defaultUrl))
+    // node-redis takes TLS for a standalone server from the URL's scheme only.
+    if (tls !== undefined) parsed.url.protocol = "rediss:"
     return {
       target: { _tag: "Standalone", url: parsed.url },
       description: parsed.url.href,
@@ -215,8 +246,18 @@ const connectScoped = <C extends Closeable>(
 const nodeOptions = (connection: Connection) => ({
   ...(connection.username === undefined ? {} : { username: connection.username }),
   ...(connection.password === undefined ? {} : { password: Redacted.value(connection.password) }),
-  socket: { connectTimeout: connection.timeoutMillis + 1_000, reconnectStrategy: false as const }
+  socket: {
+    connectTimeout: connection.timeoutMillis + 1_000,
+    reconnectStrategy: false as const,
+    ...tlsOptions(connection)
+  }
 })
+
+/** The socket's TLS settings: verify the server against --ca when given, else the system's CAs. */
+const tlsOptions = (connection: Connection) =>
+  connection.tls === undefined
+    ? {}
+    : { tls: true as const, ...(connection.tls.ca === undefined ? {} : { ca: connection.tls.ca }) }
 
 /** The connected client for `connection`, closed with the scope. */
 export const connect = (connection: Connection): Effect.Effect<LockAdmin.Client, CommandFailed, Scope.Scope> => {
@@ -237,7 +278,7 @@ export const connect = (connection: Connection): Effect.Effect<LockAdmin.Client,
             ...(connection.sentinelPassword === undefined
               ? {}
               : { password: Redacted.value(connection.sentinelPassword) }),
-            socket: { connectTimeout: connection.timeoutMillis + 1_000 }
+            socket: { connectTimeout: connection.timeoutMillis + 1_000, ...tlsOptions(connection) }
           }
         })
       )
