@@ -17,6 +17,7 @@ import { poolDecision } from "./pool.ts"
 import * as Report from "./report.ts"
 import { load1, now } from "./stats.ts"
 import * as Targets from "./targets.ts"
+import * as Arguments from "./arguments.ts"
 
 class BenchTimeout extends Data.TaggedError("BenchTimeout")<{ readonly message: string }> {}
 
@@ -91,16 +92,9 @@ const loadAverage = (): string =>
 type StartError = TestkitError.TestkitError | LockRedisError | InvalidArgument
 
 const program = Effect.gen(function* () {
-  const argv = process.argv.slice(2)
-  if (argv.includes("--help")) return yield* Effect.sync(() => process.stdout.write(`${usage}\n`))
-  const unknown = argv.filter((arg) => arg !== "--quick")
-  if (unknown.length > 0) {
-    return yield* Effect.sync(() => {
-      process.stderr.write(`unknown arguments: ${unknown.join(" ")}\n${usage}\n`)
-      process.exitCode = 2
-    })
-  }
-  const plan = argv.includes("--quick") ? quick : full
+  const args = yield* Arguments.parse(usage)
+  if (args === undefined) return
+  const plan = args.quick ? quick : full
   const runId = Crypto.randomUUID().slice(0, 8)
   const began = now()
   const startLoad = loadAverage()

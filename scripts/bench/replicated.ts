@@ -15,6 +15,7 @@ import { createClient } from "redis"
 import * as Locks from "./locks.ts"
 import { load1, ms, now, summarize, table } from "./stats.ts"
 import * as Targets from "./targets.ts"
+import * as Arguments from "./arguments.ts"
 
 class BenchTimeout extends Data.TaggedError("BenchTimeout")<{ readonly message: string }> {}
 
@@ -114,16 +115,9 @@ const median = (values: ReadonlyArray<number>): number => {
 }
 
 const program = Effect.gen(function* () {
-  const argv = process.argv.slice(2)
-  if (argv.includes("--help")) return yield* Effect.sync(() => process.stdout.write(`${usage}\n`))
-  const unknown = argv.filter((arg) => arg !== "--quick")
-  if (unknown.length > 0) {
-    return yield* Effect.sync(() => {
-      process.stderr.write(`unknown arguments: ${unknown.join(" ")}\n${usage}\n`)
-      process.exitCode = 2
-    })
-  }
-  const plan = argv.includes("--quick") ? quick : full
+  const args = yield* Arguments.parse(usage)
+  if (args === undefined) return
+  const plan = args.quick ? quick : full
   const began = now()
   const progress = (text: string) =>
     Effect.sync(() => process.stderr.write(`[replicated ${((now() - began) / 1000).toFixed(1)}s] ${text}\n`))

@@ -16,6 +16,7 @@ import * as Processes from "./processes.ts"
 import { contendedWorkers, full, holdMillis, type Plan, quick } from "./plan.ts"
 import * as Report from "./report.ts"
 import { runAll } from "./rounds.ts"
+import * as Arguments from "../arguments.ts"
 
 class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly message: string }> {}
 
@@ -50,16 +51,9 @@ const serverVersion = (server: RedisServer.RedisServer): Effect.Effect<string> =
 const section = (title: string, body: string): Array<string> => [`### ${title}`, "", body, ""]
 
 const program = Effect.gen(function* () {
-  const argv = process.argv.slice(2)
-  if (argv.includes("--help")) return yield* Effect.sync(() => process.stdout.write(`${usage}\n`))
-  const unknown = argv.filter((arg) => arg !== "--quick")
-  if (unknown.length > 0) {
-    return yield* Effect.sync(() => {
-      process.stderr.write(`unknown arguments: ${unknown.join(" ")}\n${usage}\n`)
-      process.exitCode = 2
-    })
-  }
-  const plan = argv.includes("--quick") ? quick : full
+  const args = yield* Arguments.parse(usage)
+  if (args === undefined) return
+  const plan = args.quick ? quick : full
   const began = now()
   const startLoad = loadAverage()
   const progress = (text: string) =>
