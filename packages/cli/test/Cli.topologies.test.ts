@@ -1,7 +1,7 @@
 // sage-lock on the replicated deployments: the inspect / list / release scenario through Sentinel
 // (--sentinel, --master) and Cluster (--cluster, listing every master), and what only these flags can
 // get wrong (a master name the sentinels do not know). One topology per deployment for the file.
-import { assert, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -90,5 +90,45 @@ layer(ClusterLive, { excludeTestServices: true, timeout: "30 seconds" })("sage-l
         "every lock, from every master, in key order"
       )
     })
+  )
+})
+
+describe("sage-lock on replicated deployments over TLS only (--tls, --ca)", () => {
+  it.live(
+    "through Sentinel: sentinels and nodes over TLS",
+    () =>
+      Effect.gen(function* () {
+        const topology = yield* SentinelTopology.start({ flavor: "redis7", downAfterMillis: 8_000, tls: true })
+        const certificates = topology.certificates!
+        const tls = { socket: { tls: true as const, ca: certificates.ca } }
+        const backend = yield* NodeRedisBackend.makeSentinel({
+          name: topology.masterName,
+          sentinels: topology.sentinelNodes,
+          sentinelClientOptions: tls,
+          nodeClientOptions: tls
+        })
+        const sentinel = ["--sentinel", addresses(topology.sentinelNodes), "--master", topology.masterName]
+        yield* inspectListRelease([...sentinel, "--tls", "--ca", certificates.caFile], backend)
+        // Without --tls the sentinels never answer in a language the client speaks.
+        assert.include(yield* fails(["list", ...sentinel, "--timeout", "1"]), "cannot connect to")
+      }),
+    60_000
+  )
+
+  it.live(
+    "on a Cluster: every node over TLS",
+    () =>
+      Effect.gen(function* () {
+        const topology = yield* ClusterTopology.start({ flavor: "redis7", nodeTimeoutMillis: 8_000, tls: true })
+        const certificates = topology.certificates!
+        const backend = yield* NodeRedisBackend.makeCluster({
+          rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `rediss://${host}:${port}` })),
+          defaults: { socket: { tls: true, ca: certificates.ca } }
+        })
+        const cluster = ["--cluster", addresses(topology.rootNodes.slice(0, 1))]
+        yield* inspectListRelease([...cluster, "--tls", "--ca", certificates.caFile], backend)
+        assert.include(yield* fails(["list", ...cluster, "--timeout", "1"]), "cannot connect to")
+      }),
+    60_000
   )
 })

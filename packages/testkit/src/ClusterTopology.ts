@@ -41,6 +41,8 @@ export interface StartOptions {
   /** Extra server arguments for every node. */
   readonly args?: ReadonlyArray<string> | undefined
   readonly readyTimeoutMs?: number | undefined
+  /** TLS only on every node, with one CA for all (`certificates`); the cluster bus and replication too. Default false. */
+  readonly tls?: boolean | undefined
 }
 
 /** A slot's owner and its replicas, as topology nodes. */
@@ -54,6 +56,8 @@ export interface ClusterTopology {
   readonly flavor: ServerBinary.Flavor
   /** The initial masters first (slots split evenly in order), then the replicas. */
   readonly nodes: ReadonlyArray<RedisServer.RedisServer>
+  /** The certificates every node uses (`tls: true`), else undefined. */
+  readonly certificates: RedisServer.TlsCertificates | undefined
   /** Every node's address, for a cluster client's root nodes. */
   readonly rootNodes: Array<RedisServer.Address>
   /** The current owner of a slot and its replicas, from `CLUSTER SLOTS` of the first live node. */
@@ -176,9 +180,10 @@ export const start = (options?: StartOptions): Effect.Effect<ClusterTopology, Te
     const total = masterCount * (1 + perMaster)
     const timeoutMs = options?.readyTimeoutMs ?? 20_000
     const args = [...clusterArgs(options?.nodeTimeoutMillis ?? 1000), ...(options?.args ?? [])]
+    const certificates = options?.tls === true ? yield* RedisServer.makeCertificates : undefined
     const nodes = yield* Effect.forEach(
       Array.from({ length: total }, (_, i) => i),
-      () => RedisServer.start({ flavor, args, docker: false }),
+      () => RedisServer.start({ flavor, args, docker: false, tls: certificates }),
       { concurrency: "unbounded" }
     )
     const ids = yield* Effect.forEach(nodes, nodeId, { concurrency: "unbounded" })
@@ -247,6 +252,7 @@ export const start = (options?: StartOptions): Effect.Effect<ClusterTopology, Te
     const topology: ClusterTopology = {
       flavor,
       nodes,
+      certificates,
       rootNodes: nodes.map((node) => ({ host: node.host, port: node.port })),
       shardForSlot,
       masterFor: (key) => Effect.map(shardForSlot(keySlot(key)), (shard) => shard.master),

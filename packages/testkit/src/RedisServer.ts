@@ -46,12 +46,37 @@ export interface StartOptions {
    * with a CA and server certificate generated for this server by `openssl` in its temp directory
    * (`tls-auth-clients no`: clients verify the server, not the reverse). `url` is then `rediss://`,
    * the admin commands use TLS, and `tls.ca` is the CA for clients. Local binaries only. Default false.
+   * Given certificates (from `makeCertificates`) instead of `true`, the server uses those: the nodes
+   * of a topology share one CA, so each trusts the others. A TLS server also replicates over TLS
+   * (`tls-replication yes`, which a Sentinel uses for every connection it opens), and a cluster node
+   * talks TLS on its bus (`tls-cluster yes`).
    */
-  readonly tls?: boolean | undefined
+  readonly tls?: boolean | TlsCertificates | undefined
 }
 
 /** A TLS server's certificates: the PEM files in its temp directory and the CA's PEM text. */
 export type TlsCertificates = Tls.Certificates
+
+/**
+ * A CA and a server certificate for 127.0.0.1 and localhost, in a temp directory removed with the
+ * scope: pass them as `tls` to every node of a topology (see `Replicated`, `SentinelTopology`,
+ * `ClusterTopology`).
+ */
+export const makeCertificates: Effect.Effect<TlsCertificates, TestkitError, Scope.Scope> = Effect.flatMap(
+  Effect.suspend(() => makeTempDir),
+  (dir) => generateCertificates(dir)
+)
+
+const generateCertificates = (dir: string): Effect.Effect<TlsCertificates, TestkitError> =>
+  Effect.try({
+    try: () => Tls.generate(dir),
+    catch: (cause) =>
+      new TestkitError({
+        reason: "StartFailed",
+        message: `cannot make TLS certificates (is openssl installed?): ${String(cause)}`,
+        cause
+      })
+  })
 
 /** A host and port, shaped like node-redis `sentinelRootNodes` entries and cluster root-node sockets. */
 export interface Address {
@@ -182,7 +207,7 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     const commandTimeoutMs = options?.commandTimeoutMs ?? 5000
     const startTimeoutMs = options?.startTimeoutMs ?? 10_000
     const sentinel = options?.sentinel === true
-    const useTls = options?.tls === true
+    const useTls = options?.tls !== undefined && options.tls !== false
     if (!sentinel && !useTls && (options?.docker ?? process.env["SAGE_TEST_DOCKER"] === "1")) {
       return yield* Docker.start({ flavor, args: [...baseArgs, ...extra], commandTimeoutMs, startTimeoutMs })
     }
@@ -193,17 +218,12 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
     // every process this scope ever spawns is covered, whatever fails later.
     yield* Effect.addFinalizer(() => stopCurrent(state))
 
-    const certificates = useTls
-      ? yield* Effect.try({
-          try: () => Tls.generate(dir),
-          catch: (cause) =>
-            new TestkitError({
-              reason: "StartFailed",
-              message: `cannot make TLS certificates (is openssl installed?): ${String(cause)}`,
-              cause
-            })
-        })
-      : undefined
+    const certificates =
+      options?.tls === undefined || options.tls === false
+        ? undefined
+        : options.tls === true
+          ? yield* generateCertificates(dir)
+          : options.tls
     // prettier-ignore
     const tlsArgs = (port: number): ReadonlyArray<string> =>
       certificates === undefined
@@ -214,7 +234,9 @@ export const start = (options?: StartOptions): Effect.Effect<RedisServer, Testki
             "--tls-cert-file", certificates.certFile,
             "--tls-key-file", certificates.keyFile,
             "--tls-ca-cert-file", certificates.caFile,
-            "--tls-auth-clients", "no"
+            "--tls-auth-clients", "no",
+            "--tls-replication", "yes",
+            ...(clusterBus ? ["--tls-cluster", "yes"] : [])
           ]
 
     const sentinelConfig = Path.join(dir, "sentinel.conf")

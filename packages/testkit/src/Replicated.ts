@@ -23,6 +23,11 @@ export interface StartOptions {
   readonly args?: ReadonlyArray<string> | undefined
   /** How long to wait for the replicas' links and `connected_slaves` after starting. */
   readonly syncTimeoutMs?: number | undefined
+  /**
+   * TLS only, on every node, with one CA for all (see `RedisServer.StartOptions.tls`); replication
+   * runs over TLS too. `true` makes the certificates; the nodes' `tls` field holds them. Default false.
+   */
+  readonly tls?: boolean | RedisServer.TlsCertificates | undefined
 }
 
 /** A master and its replicas, owned by a scope. */
@@ -151,11 +156,17 @@ export const start = (options?: StartOptions): Effect.Effect<Replicated, Testkit
     const flavor = options?.flavor ?? "redis7"
     const args = options?.args ?? []
     const count = options?.replicas ?? 2
-    const master = yield* RedisServer.start({ flavor, args, docker: false })
+    const tls = options?.tls === true ? yield* RedisServer.makeCertificates : options?.tls || undefined
+    const master = yield* RedisServer.start({ flavor, args, docker: false, tls })
     const replicas = yield* Effect.forEach(
       Array.from({ length: count }, (_, i) => i),
       () =>
-        RedisServer.start({ flavor, args: [...args, "--replicaof", master.host, String(master.port)], docker: false }),
+        RedisServer.start({
+          flavor,
+          args: [...args, "--replicaof", master.host, String(master.port)],
+          docker: false,
+          tls
+        }),
       { concurrency: "unbounded" }
     )
     yield* waitForSync({ master, replicas }, { timeoutMs: options?.syncTimeoutMs })

@@ -37,6 +37,11 @@ export interface StartOptions {
   /** Extra server arguments for the data nodes (not the sentinels). */
   readonly args?: ReadonlyArray<string> | undefined
   readonly readyTimeoutMs?: number | undefined
+  /**
+   * TLS only, on the data nodes and the sentinels alike, with one CA for all (`certificates`):
+   * replication and every connection a sentinel opens run over TLS. Default false.
+   */
+  readonly tls?: boolean | undefined
 }
 
 /** A running Sentinel deployment owned by a scope. */
@@ -47,6 +52,8 @@ export interface SentinelTopology {
   readonly nodes: ReadonlyArray<RedisServer.RedisServer>
   /** The Sentinel processes (pause, kill and restart work as on any RedisServer). */
   readonly sentinels: ReadonlyArray<RedisServer.RedisServer>
+  /** The certificates every node and sentinel uses (`tls: true`), else undefined. */
+  readonly certificates: RedisServer.TlsCertificates | undefined
   /** The Sentinels' addresses, for a client's `sentinelRootNodes`. */
   readonly sentinelNodes: Array<Address>
   /** The master as the first answering Sentinel reports it (`SENTINEL get-master-addr-by-name`). */
@@ -240,12 +247,13 @@ export const start = (options?: StartOptions): Effect.Effect<SentinelTopology, T
     const count = options?.sentinels ?? 3
     const replicaCount = options?.replicas ?? 2
     const quorum = options?.quorum ?? Math.floor(count / 2) + 1
+    const certificates = options?.tls === true ? yield* RedisServer.makeCertificates : undefined
     const [replicated, sentinels] = yield* Effect.all(
       [
-        Replicated.start({ flavor, replicas: replicaCount, args: options?.args }),
+        Replicated.start({ flavor, replicas: replicaCount, args: options?.args, tls: certificates }),
         Effect.forEach(
           Array.from({ length: count }, (_, i) => i),
-          () => RedisServer.start({ flavor, sentinel: true }),
+          () => RedisServer.start({ flavor, sentinel: true, tls: certificates }),
           { concurrency: "unbounded" }
         )
       ],
@@ -305,6 +313,7 @@ export const start = (options?: StartOptions): Effect.Effect<SentinelTopology, T
       masterName,
       nodes,
       sentinels,
+      certificates,
       sentinelNodes: sentinels.map((sentinel) => ({ host: sentinel.host, port: sentinel.port })),
       master: currentMaster,
       replicas: () => Effect.map(currentMaster(), (current) => nodes.filter((node) => node.port !== current.port))
