@@ -5,9 +5,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Result from "effect/Result"
+import { TestClock } from "effect/testing"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
+import { LockRedisError } from "@sage/lock/LockError"
 import type { Pool } from "../src/internal/pool.ts"
 import { makeBackend, type Route, type Topology } from "../src/internal/replicated.ts"
 import * as Scripts from "../src/internal/scripts.ts"
@@ -20,24 +23,54 @@ const scripted = (options: {
   departed?: Route["departed"]
   /** How many replicas acknowledge a write (WAIT answers at most this many); all it asks by default. */
   acks?: number
+  /**
+   * After the acquisition, the node is as slow as its bounds allow: a connection takes 90 % of the
+   * caller's budget, and the release script uses its whole timeout, then gets NOSCRIPT (a restarted,
+   * empty node) and uses its whole timeout again when re-sent as EVAL.
+   */
+  slowAfterAcquire?: boolean
 }) => {
   const sent: Array<ReadonlyArray<string>> = []
-  const send = (args: ReadonlyArray<string>) =>
-    Effect.sync(() => {
+  let acquired = false
+  const send = (args: ReadonlyArray<string>, timeoutMillis: number) => {
+    if (options.slowAfterAcquire === true && acquired && (args[1] === Scripts.release.sha1 || args[0] === "EVAL")) {
+      sent.push(args)
+      const noScript = new LockRedisError({
+        command: "EVALSHA",
+        kind: "server",
+        code: "NOSCRIPT",
+        reply: "NOSCRIPT No matching script.",
+        retryable: false,
+        mayHaveExecuted: false
+      })
+      return Effect.andThen(
+        Effect.sleep(Math.max(0, timeoutMillis)),
+        args[0] === "EVAL" ? Effect.succeed(1) : Effect.fail(noScript)
+      )
+    }
+    return Effect.sync(() => {
       sent.push(args)
       if (args[0] === "ROLE") return options.role
       if (args[0] === "WAIT") return Math.min(Number(args[1]), options.acks ?? Infinity)
-      if (args[1] === Scripts.acquire.sha1) return [1, 1]
+      if (args[1] === Scripts.acquire.sha1) {
+        acquired = true
+        return [1, 1]
+      }
       return 1
     })
+  }
   const pool: Pool = {
     openConnections: () => 1,
-    use: (address, _timeout, f) =>
-      f({
-        address,
-        send,
-        sendAll: (commands) => Effect.forEach(commands, (args) => Effect.result(send(args)))
-      })
+    use: (address, timeout, f) =>
+      Effect.andThen(
+        options.slowAfterAcquire === true && acquired ? Effect.sleep(0.9 * timeout) : Effect.void,
+        f({
+          address,
+          send,
+          sendAll: (commands, timeoutMillis) =>
+            Effect.forEach(commands, (args) => Effect.result(send(args, timeoutMillis)))
+        })
+      )
   }
   const topology: Topology = {
     description: "scripted",
@@ -90,6 +123,33 @@ describe("replicated write checks", () => {
       })
     )
   }
+
+  // Found by the fault matrix (master-kill-failover-restart on Sentinel): the old master, restarted
+  // empty, takes a write while ROLE says master; its cleanup connected, got NOSCRIPT and re-sent the
+  // script, each step with the whole budget, so the call ended seconds after its TimedOut.
+  it.effect("a write outside the view is cleaned within the one-second release bound, however slow that node is", () =>
+    Effect.gen(function* () {
+      const { backend, sent } = scripted({
+        role: ["master", 10, [["10.0.0.2", "6379", "10"]]],
+        viewSaysMaster: false,
+        viewReplicas: 1,
+        slowAfterAcquire: true
+      })
+      const lock = yield* lockOn(yield* backend)
+      const fiber = yield* Effect.forkChild(
+        Effect.flip(Effect.void.pipe(lock.withLock("k", { waitTimeout: "1 second" })))
+      )
+      yield* TestClock.adjust("1100 millis")
+      const done = fiber.pollUnsafe()
+      assert.isDefined(done, "the call ended within the release bound")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "LockLost")
+      assert.isTrue(
+        sent.some((args) => args[0] === "EVAL"),
+        "the slow node was asked to release (NOSCRIPT, then EVAL)"
+      )
+    })
+  )
 
   // Live clock: an unacknowledged attempt is retried after a real backoff until the wait runs out.
   it.live("acknowledgement needs the replicas both the view (when it has a list) and ROLE list, and at least one", () =>

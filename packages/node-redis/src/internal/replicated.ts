@@ -237,7 +237,12 @@ const guardedWrite = <A>(
     )
   })
 
-/** Compare-and-delete on nodes outside the current view, best effort within `timeoutMillis`. */
+/**
+ * Compare-and-delete on nodes outside the current view, best effort within `timeoutMillis` in all.
+ * Each step has its own bound (the pool's connect, the script, a NOSCRIPT re-send), and a restarted
+ * node can use most of each, so the whole is bounded once more: one after the other they could take
+ * three times the budget, and the caller's cleanup promises one second.
+ */
 const releaseStrays = (
   topology: Topology,
   pool: Pool,
@@ -256,7 +261,7 @@ const releaseStrays = (
         )
       ),
     { concurrency: "unbounded", discard: true }
-  ).pipe(Effect.ignore)
+  ).pipe(Effect.timeoutOption(Math.max(1, request.timeoutMillis)), Effect.ignore)
 
 /**
  * The lock backend over a replicated topology and its dedicated pool, with wake-ups over the
