@@ -318,7 +318,7 @@ export const runCell = (
           problems.push(`silent overlap: ${describeOverlap(overlap)}`)
       }
       if (scenario.lockLostRequired === true && lost === 0)
-        problems.push("the fault took a lock away but no LockLost surfaced")
+        problems.push("no LockLost surfaced: the fault must take a held lock away in this scenario")
       for (const hang of counts.hangs) problems.push(`hang: ${hang}`)
       for (const error of counts.unexpectedErrors) problems.push(`unexpected error: ${error}`)
       if (counts.acquisitionsAfterHeal === 0) problems.push("no acquisition after the fault ended")

@@ -238,6 +238,10 @@ export const scenarios: ReadonlyArray<Scenario> = [
     why: "eviction deletes lock keys (semantics.md, Limits: use noeviction); holders must get LockLost",
     inject: (context) =>
       Effect.gen(function* () {
+        // A lock held by a long body when eviction starts: its key (the shortest TTL, and filler keys
+        // have none) goes first. Without one, every lock could be between holders for the whole
+        // window (new writes fail with OOM), and the cell would fail for want of a LockLost.
+        yield* context.holderWorker(context.longBodyMillis)
         const master = yield* target(context)
         yield* Faults.populate(master, fillerCount)
         yield* Faults.setMaxMemory(master, 1024 * 1024, "volatile-ttl")
