@@ -71,6 +71,32 @@ describe(`dedicated pool of one on ${flavor}`, () => {
       assert.isBelow(late, 1_800, "the interrupted renewal did not hold the result back")
     })
   )
+  it.live("batched renewals survive SCRIPT FLUSH: the NOSCRIPT ones are sent again as EVAL", () =>
+    Effect.gen(function* () {
+      const { server, backend } = yield* onOneNode
+      const lock = yield* Lock.make({
+        namespace: "flush",
+        leaseDuration: "1500 millis",
+        replicaAcknowledgement: false
+      }).pipe(Effect.provideService(LockBackend, backend))
+      const body = Effect.gen(function* () {
+        yield* Effect.sleep(200)
+        yield* server.command("SCRIPT", "FLUSH")
+        yield* server.command("CONFIG", "RESETSTAT")
+        // Two renewals of both locks (every 500 ms) fall in this time.
+        yield* Effect.sleep(1_300)
+        return "kept"
+      })
+      const values = yield* Effect.all(
+        ["a", "b"].map((key) => body.pipe(lock.withLock(key, { waitTimeout: "1 second" }))),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(values, ["kept", "kept"])
+      const stats = String(yield* server.command("INFO", "commandstats"))
+      assert.match(stats, /cmdstat_eval:calls=[1-9]/, "a renewal re-sent the script's source")
+    })
+  )
+
   it.live("sendAll answers every command's outcome in order, and cuts off the one without a reply", () =>
     Effect.gen(function* () {
       const { address, pool } = yield* onOneNode

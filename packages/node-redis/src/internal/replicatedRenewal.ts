@@ -8,10 +8,11 @@
 // meets a redirect (`MOVED`, `ASK`: a slot migrating) is retried on its own through the single-key
 // path, which follows `ASK`.
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { LockRedisError } from "@sage/lock/LockError"
 import { awaitReplicas } from "./acknowledgement.ts"
-import { replicatedFailure as failure, runScript } from "./commands.ts"
+import { replicatedFailure as failure } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import type { Route, Topology } from "./replicated.ts"
 import * as Scripts from "./scripts.ts"
@@ -88,24 +89,29 @@ const renewOnNode = (
     const acknowledge = requests[group.indexes[0]!]!.acknowledge
     return yield* pool.use(group.route.address, budget, (connection) =>
       Effect.gen(function* () {
-        const timeout = yield* left
-        // Sent concurrently on one connection: node-redis writes them as one pipeline.
-        const results: Array<RenewReply> = yield* Effect.forEach(
-          group.indexes,
-          (i) => {
-            const request = requests[i]!
-            return Effect.match(
-              runScript(
-                connection.send,
-                Scripts.renew,
-                [request.key],
-                [request.token, String(request.leaseMillis)],
-                timeout
-              ),
-              { onFailure: (error): RenewReply => error, onSuccess: (reply): RenewReply => reply === 1 }
-            )
-          },
-          { concurrency: "unbounded" }
+        // One batch on one connection (one write, one timer): node-redis pipelines it.
+        const renewCall = (kind: "EVALSHA" | "EVAL", i: number) => {
+          const request = requests[i]!
+          return Scripts.evalArgs(kind, Scripts.renew, [request.key], [request.token, String(request.leaseMillis)])
+        }
+        const outcomes = yield* connection.sendAll(
+          group.indexes.map((i) => renewCall("EVALSHA", i)),
+          yield* left
+        )
+        // A node without the script cached (restarted, or a fresh replica promoted) answers NOSCRIPT:
+        // those are sent again with the script's source, within what is left.
+        const reload = outcomes.flatMap((outcome, n) =>
+          Result.isFailure(outcome) && outcome.failure.code === "NOSCRIPT" ? [n] : []
+        )
+        if (reload.length > 0) {
+          const again = yield* connection.sendAll(
+            reload.map((n) => renewCall("EVAL", group.indexes[n]!)),
+            yield* left
+          )
+          reload.forEach((n, k) => (outcomes[n] = again[k]!))
+        }
+        const results: Array<RenewReply> = outcomes.map((outcome) =>
+          Result.isFailure(outcome) ? outcome.failure : outcome.success === 1
         )
         if (!results.some((reply) => reply === true)) return results
         const wrote = (replace: LockRedisError) => results.map((reply) => (reply === true ? replace : reply))
