@@ -87,13 +87,13 @@ const renewOnNode = (
     const start = yield* monotonicMillis
     const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const acknowledge = requests[group.indexes[0]!]!.acknowledge
+    const renewCall = (kind: "EVALSHA" | "EVAL", i: number) => {
+      const request = requests[i]!
+      return Scripts.evalArgs(kind, Scripts.renew, [request.key], [request.token, String(request.leaseMillis)])
+    }
     return yield* pool.use(group.route.address, budget, (connection) =>
       Effect.gen(function* () {
         // One batch on one connection (one write, one timer): node-redis pipelines it.
-        const renewCall = (kind: "EVALSHA" | "EVAL", i: number) => {
-          const request = requests[i]!
-          return Scripts.evalArgs(kind, Scripts.renew, [request.key], [request.token, String(request.leaseMillis)])
-        }
         const outcomes = yield* connection.sendAll(
           group.indexes.map((i) => renewCall("EVALSHA", i)),
           yield* left
