@@ -35,6 +35,7 @@ import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
+import * as Transfer from "./internal/transfer.ts"
 import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
@@ -193,7 +194,7 @@ export const make: <K = string>(
     backend,
     settings,
     renewals: Renewals.make(backend, settings),
-    queue: LocalQueue.make(),
+    queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
     metrics: Metrics.make(settings.namespace),
     waiterId: Locked.newToken()
   }
@@ -231,10 +232,10 @@ export const make: <K = string>(
               redisKey.success,
               "wait",
               waitMillis.success,
-              (waitedBehind, passTurn) =>
+              (waitedBehind, passTurn, grant) =>
                 Locked.runLocked(
                   shared,
-                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace, passTurn },
+                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace, passTurn, grant },
                   body
                 ),
               // Another fiber of this client held or waited for the key the whole time.

@@ -103,6 +103,36 @@ export type AcquireReply =
 export type RenewReply = boolean | LockRedisError
 
 /**
+ * What a backend is asked to do to hand a held lock to another caller of the same client: the
+ * holder's `token` is replaced by `successorToken`, with a fresh lease of `leaseMillis`, and
+ * `waiter` (the client's waiter id), if given, leaves the server's waiter queue as a grant would
+ * make it. `acknowledge` is as for an acquisition.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface TransferRequest extends LeaseRequest {
+  /** The successor's random 128-bit token, which the key holds after the transfer. */
+  readonly successorToken: string
+}
+
+/**
+ * The reply to a transfer.
+ *
+ * - `Transferred`: the key now holds the successor's token with a fresh lease (also the reply to a
+ *   retry that finds the transfer already made, which re-arms the lease). `fence` is the new grant's
+ *   fencing token, as for an acquisition. `othersWaiting` is true when other clients are
+ *   registered as waiting for the key (always false for a backend without a waiter queue).
+ * - `NotOwner`: the key was gone or held another token; nothing changed.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type TransferReply =
+  | { readonly _tag: "Transferred"; readonly fence: number; readonly othersWaiting: boolean }
+  | { readonly _tag: "NotOwner" }
+
+/**
  * The shape every backend provides.
  *
  * @category models
@@ -133,6 +163,16 @@ export interface Backend {
    * one `renew` per lease, concurrently.
    */
   readonly renewAll?: ((requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>) | undefined
+  /**
+   * Hands a held lock to another caller of the same client in one atomic step: the key never
+   * becomes free in between, so the next fiber of a client starts one round trip after the body
+   * instead of a release and an acquisition later. Must be idempotent for the same request (a retry
+   * after a lost reply gets the same fence). Optional: without it, the lock releases and the next
+   * fiber acquires.
+   *
+   * @since 0.4.0
+   */
+  readonly transfer?: ((request: TransferRequest) => Effect.Effect<TransferReply, LockRedisError>) | undefined
   /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
   readonly wakeups?: Wakeups | undefined
   /**

@@ -6,8 +6,8 @@
  * and `DEL` keep working and a held lock can still be renewed and released, while the `SET` of a new
  * acquisition fails with `OOM` (a shebang script would need `flags=allow-oom` to renew at all).
  *
- * Each script touches one lock: its key and, for acquire, release and leave, the two queue keys of
- * its waiters (and, for acquire, its fence key), all declared in `KEYS` and sharing one hash tag, so
+ * Each script touches one lock: its key and, for acquire, transfer, release and leave, the two queue
+ * keys of its waiters (and, for acquire and transfer, its fence key), all declared in `KEYS` and sharing one hash tag, so
  * they are Cluster-safe. While a slot migrates, a script whose keys are split between the two nodes
  * gets `TRYAGAIN`, which the lock retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel);
  * `fencedSet` touches no lock at all: it guards the application's own data with a fencing token.
@@ -53,6 +53,19 @@ local function wake_head(now)
 end
 `
 
+// Shared by the scripts that grant a lock (acquire, transfer): the next fencing token of KEYS[4].
+const fenceHelper = `local function issue_fence()
+  local t = redis.call("TIME")
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", ${fenceRetentionMillis}, "GET") or "0") or 0
+  if last < floor then
+    return floor
+  end
+  redis.call("SET", KEYS[4], last + 1, "PX", ${fenceRetentionMillis})
+  return last + 1
+end
+`
+
 /**
  * Acquire, idempotently, in the order waiters registered.
  *
@@ -83,17 +96,7 @@ end
  * @category scripting
  * @since 0.1.0
  */
-export const acquire = `${queueHelpers}local function issue_fence()
-  local t = redis.call("TIME")
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", ${fenceRetentionMillis}, "GET") or "0") or 0
-  if last < floor then
-    return floor
-  end
-  redis.call("SET", KEYS[4], last + 1, "PX", ${fenceRetentionMillis})
-  return last + 1
-end
-local queued = redis.call("EXISTS", KEYS[2]) == 1
+export const acquire = `${queueHelpers}${fenceHelper}local queued = redis.call("EXISTS", KEYS[2]) == 1
 local current
 if queued then
   current = redis.call("GET", KEYS[1])
@@ -182,6 +185,46 @@ if redis.call("EXISTS", KEYS[2]) == 1 then
   wake_head(now_ms())
 end
 return 1
+`
+
+/**
+ * Transfer: hand a held lock straight to another caller of the same client, without freeing it in
+ * between (one round trip instead of a release and an acquisition).
+ *
+ * - KEYS[1..4]: as for `acquire`. ARGV[1]: the holder's token. ARGV[2]: the successor's token.
+ *   ARGV[3]: the successor's lease in milliseconds. ARGV[4]: the client's waiter id, or "".
+ * - Reply `{1, fence, others}`: the key now holds the successor's token with a fresh lease, and
+ *   `fence` is the new grant's fencing token (issued as `acquire` issues one). The client's waiter
+ *   registration, if any, is removed, as a grant does. `others` is 1 when waiters remain registered
+ *   (other clients wait for the key): the client uses it to bound how often in a row it keeps the
+ *   key for its own callers. A retry after a lost reply finds the successor's token: the lease is
+ *   re-armed and the same fence is returned, so the transfer is idempotent like `acquire`.
+ * - Reply `{0}`: the key was gone or held another token; nothing changed (the holder lost it).
+ * - Nobody is woken: the lock never becomes free.
+ *
+ * @category scripting
+ * @since 0.4.0
+ */
+export const transfer = `${fenceHelper}local current = redis.call("GET", KEYS[1])
+local fence
+if current == ARGV[2] then
+  redis.call("PEXPIRE", KEYS[1], ARGV[3])
+  fence = tonumber(redis.call("GET", KEYS[4]) or "") or issue_fence()
+elseif current == ARGV[1] then
+  redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
+  fence = issue_fence()
+else
+  return {0}
+end
+local others = 0
+if redis.call("EXISTS", KEYS[2]) == 1 then
+  if ARGV[4] ~= "" then
+    redis.call("ZREM", KEYS[2], ARGV[4])
+    redis.call("ZREM", KEYS[3], ARGV[4])
+  end
+  others = redis.call("EXISTS", KEYS[2])
+end
+return {1, fence, others}
 `
 
 /**

@@ -8,7 +8,8 @@
  *
  * **Details**
  * The operations behave as the Redis scripts do: acquire succeeds when the key is free, expired, or
- * already holds the caller's token; renew, release and check act only for the holder's token.
+ * already holds the caller's token; renew, transfer, release and check act only for the holder's
+ * token.
  * Expiry follows `Clock.currentTimeMillis`, the role a server's clock plays for Redis. Fencing tokens
  * follow the same rule as on a server, `max(last + 1, clock time in microseconds)`, and the last one
  * of each key is kept for `LockScripts.fenceRetentionMillis` after its last acquisition.
@@ -18,7 +19,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type AcquireReply, type Backend, LockBackend } from "./LockBackend.ts"
+import { type AcquireReply, type Backend, LockBackend, type TransferReply } from "./LockBackend.ts"
 import { fenceRetentionMillis } from "./LockScripts.ts"
 
 interface Entry {
@@ -90,6 +91,19 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         if (entry === undefined || entry.token !== request.token) return false
         entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
         return true
+      }),
+    transfer: (request) =>
+      Effect.map(Clock.currentTimeMillis, (now): TransferReply => {
+        const entry = live(request.key, now)
+        if (entry !== undefined && entry.token === request.successorToken) {
+          entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
+          return { _tag: "Transferred", fence: entry.fence, othersWaiting: false }
+        }
+        if (entry === undefined || entry.token !== request.token) return { _tag: "NotOwner" }
+        sweep(now)
+        const fence = issueFence(request.key, now)
+        entries.set(request.key, { token: request.successorToken, expiresAt: now + request.leaseMillis, fence })
+        return { _tag: "Transferred", fence, othersWaiting: false }
       }),
     release: (request) =>
       Effect.map(Clock.currentTimeMillis, (now) => {

@@ -155,6 +155,8 @@ describe("in-process turns: interruption, order and what a timeout reports", () 
       const events: Array<string> = []
       const slowReply: Backend = {
         ...memory,
+        // Without transfers: this is the path of ordered backends that cannot hand a lock over.
+        transfer: undefined,
         acquire: (request) =>
           Effect.tap(memory.acquire(request), (reply) => Effect.sync(() => events.push(`acquire ${reply._tag}`))),
         release: (request) =>

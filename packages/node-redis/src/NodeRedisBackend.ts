@@ -12,11 +12,14 @@
  *   (per node, `dedicatedPool.maxConnections`, default 10) and runs the script, `ROLE`, and (with
  *   `replicaAcknowledgement`, the default) `WAIT` on it. `ROLE` and `WAIT` need ACL permission.
  *
- * | deployment | acquire | renew | release |
- * | --- | --- | --- | --- |
- * | standalone | script | script | script |
- * | Sentinel / Cluster, acknowledgement on | script, ROLE, WAIT | script, ROLE, WAIT | script |
- * | Sentinel / Cluster, acknowledgement off | script, ROLE | script, ROLE | script |
+ * - Standalone also hands a key from one fiber of a client to the next in one script (`transfer`,
+ *   see `docs/semantics.md`); Sentinel and Cluster release, and the next fiber acquires.
+ *
+ * | deployment | acquire | renew | release | handing on to the client's next fiber |
+ * | --- | --- | --- | --- | --- |
+ * | standalone | script | script | script | script |
+ * | Sentinel / Cluster, acknowledgement on | script, ROLE, WAIT | script, ROLE, WAIT | script | release, then acquire |
+ * | Sentinel / Cluster, acknowledgement off | script, ROLE | script, ROLE | script | release, then acquire |
  *
  * @since 0.1.0
  */

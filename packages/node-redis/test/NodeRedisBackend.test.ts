@@ -9,7 +9,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import { KeyCodec, Lock } from "@sage/lock"
+import { KeyCodec, Lock, LockScripts } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -39,9 +39,12 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             // 0.3.0: acquire issues fencing tokens (KEYS[4], the fence key); check and fencedSet are new.
             // Then acquire took a free key with one SET NX GET and wrote the fence with SET GET: the
             // same keys, values and replies, so it runs beside the previous one.
+            // 0.4.0: transfer is new (a client hands a key to its own next fiber); the others are
+            // unchanged, so clients with and without it share a namespace.
             "b34684b46a0eccc031ddcabf4057b3f6223ac3a0",
             "df08c2eb6936eac8735f349b742325f1be674684",
             "f86042c32ddbe8bddb394b20a9af1edad2bb989e",
+            "ec8b008ffede76e4ecab6a82f01e0a927c7b323e",
             "9c346623336aaccfd9b5fccb377fdf9e7628878f",
             "7346a6313b3bbb513abf50609c465a68a350755b",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
@@ -58,6 +61,43 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         assert.strictEqual(yield* Effect.succeed(1).pipe(lock.withLock("a", { waitTimeout: "1 second" })), 1)
         yield* server.command("SCRIPT", "FLUSH")
         assert.strictEqual(yield* Effect.succeed(2).pipe(lock.withLock("a", { waitTimeout: "1 second" })), 2)
+      })
+    )
+
+    it.live("transfer: hands a held key to a new token with a new fence, says who waits, and is idempotent", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        const key = LockScripts.lockKey("nr-transfer", "k")
+        const base = { key, leaseMillis: 10_000, timeoutMillis: 2_000, acknowledge: false }
+        const first = yield* backend.acquire({ ...base, token: "a" })
+        assert.strictEqual(first._tag, "Acquired")
+        // Another client waits for the key: it is registered in the server's line.
+        const other = yield* backend.acquire({ ...base, token: "x", waiter: { id: "other", ttlMillis: 5_000 } })
+        assert.strictEqual(other._tag, "Busy")
+        const transfer = { ...base, token: "a", successorToken: "b", waiter: { id: "mine", ttlMillis: 0 } }
+        const moved = yield* backend.transfer!(transfer)
+        assert.strictEqual(moved._tag, "Transferred")
+        if (moved._tag !== "Transferred" || first._tag !== "Acquired") return
+        assert.isAbove(moved.fence, first.fence)
+        assert.isTrue(moved.othersWaiting, "the other client still waits")
+        assert.strictEqual(yield* server.command("GET", key), "b")
+        assert.isAbove(Number(yield* server.command("PTTL", key)), 9_000)
+        assert.isNotNull(yield* server.command("ZSCORE", `${key}:waiters`, "other"), "its place in line is kept")
+        // The same request again (its reply lost): the same transfer, the same fence.
+        yield* server.command("PEXPIRE", key, "3000")
+        const again = yield* backend.transfer!(transfer)
+        assert.deepStrictEqual(again, moved)
+        assert.isAbove(Number(yield* server.command("PTTL", key)), 9_000, "the retry re-armed the lease")
+        // The old holder cannot hand it on again, nor can a stranger.
+        assert.deepStrictEqual(yield* backend.transfer!({ ...transfer, successorToken: "c" }), { _tag: "NotOwner" })
+        assert.strictEqual(yield* server.command("GET", key), "b")
+        // Nobody else waits once the other client leaves.
+        yield* backend.wakeups!.leave(key, "other", 1_000)
+        const last = yield* backend.transfer!({ ...transfer, token: "b", successorToken: "d" })
+        assert.strictEqual(last._tag, "Transferred")
+        if (last._tag === "Transferred") assert.isFalse(last.othersWaiting)
+        assert.isTrue(yield* backend.release({ ...base, token: "d" }))
       })
     )
 

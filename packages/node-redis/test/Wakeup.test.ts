@@ -124,9 +124,10 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         yield* Effect.forEach(fibers, Fiber.join, { discard: true })
         const total = counts.busy + counts.lone
         assert.isAbove(total, 50, "the key changed hands many times")
-        // The server's line alternates the two processes' contenders: the lone worker gets about
-        // half of the acquisitions, far more than the 1/9 it would get as one of nine equal workers.
-        assert.isAbove(counts.lone / total, 0.25, JSON.stringify(counts))
+        // The busy process hands the key to its own fibers at most twice in a row while the lone one
+        // waits, then the server's line gives it to the lone worker: about a quarter of the
+        // acquisitions or more, well above the 1/9 it would get as one of nine equal workers.
+        assert.isAbove(counts.lone / total, 0.18, JSON.stringify(counts))
       })
     )
   })

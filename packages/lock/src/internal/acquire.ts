@@ -45,6 +45,11 @@ export interface AcquireParams {
   /** The caller already waited behind another fiber of its client: the key was busy all along. */
   readonly waitedBehind: boolean
   /**
+   * The key may already hold `token` (a transfer to it whose outcome is unknown): an attempt
+   * settles it, and giving up releases it.
+   */
+  readonly uncertain?: boolean | undefined
+  /**
    * The client's waiter id, in `wait` mode over a backend with wake-ups: busy replies register it at
    * the server, and releases wake it.
    */
@@ -79,7 +84,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
   Effect.suspend(() => {
     const { backend, key, settings, token, deadline } = params
     const usable = settings.usableLeaseMillis
-    let uncertain = false
+    let uncertain = params.uncertain === true
     let attempts = 0
     let lastError: LockRedisError | undefined
     let lastBusy = params.waitedBehind

@@ -8,73 +8,100 @@
 // server's lock; this only orders the callers inside one client.
 //
 // A turn passes directly from its holder to the oldest waiter, so nobody (not even a `tryWithLock`)
-// can slip in between. A turn's wait is part of the caller's budget: `waitTimeout` covers it, the
+// can slip in between. It may carry a grant: the lock itself, transferred at the server to a token
+// made for the next fiber (see `locked.ts`), which that fiber then holds without asking again. A turn's wait is part of the caller's budget: `waitTimeout` covers it, the
 // wait is interruptible, and `tryWithLock` never waits for it. The uncontended path allocates one
 // small record and touches one `Map`: no semaphore, no fiber.
 import * as Effect from "effect/Effect"
 
-interface Waiter {
+interface Waiter<G extends Grant> {
   /** Set when the turn was handed to this waiter; it then owns the turn and must pass it on. */
   handed: boolean
   /** Cancelled (timed out or interrupted) before being handed the turn. */
   gone: boolean
+  /** What the previous holder handed over with the turn, which this waiter then owns. */
+  grant: G | undefined
   resume: ((effect: Effect.Effect<void>) => void) | undefined
 }
 
-interface Turn {
-  readonly waiters: Array<Waiter>
+interface Turn<G extends Grant> {
+  readonly waiters: Array<Waiter<G>>
+  /** How many times in a row the turn went on with a grant while other clients waited. */
+  streak: number
 }
 
-export interface LocalQueue {
+/**
+ * Hands the turn on before the holder's call ends, with a grant or without: `true` when a live
+ * waiter took it. `false` when it was passed already, or when nobody waits: the turn is then free
+ * and a grant stays the caller's to dispose of.
+ */
+export type PassTurn<G extends Grant> = (grant?: G) => boolean
+
+/** What may come with a turn. `claimed` is set by the fiber that takes charge of it. */
+export interface Grant {
+  claimed: boolean
+}
+
+export interface LocalQueue<G extends Grant> {
   /**
    * Runs `f` with the key's turn, waiting at most `budgetMillis` for it (`wait`) or not at all (`try`).
-   * `f` is told whether it had to wait behind another fiber, and given `passTurn`, which hands the
-   * turn on before `f` ends (at most once; the turn is passed on when `f` ends otherwise). `onMissed`
-   * runs instead when the turn was not had in time (or, for `try`, was taken).
+   * `f` is told whether it had to wait behind another fiber and what grant came with the turn, and
+   * is given `passTurn`, which hands the turn on before `f` ends (at most once; the turn is passed
+   * on, without a grant, when `f` ends otherwise). `onMissed` runs instead when the turn was not had
+   * in time (or, for `try`, was taken).
    */
   readonly withTurn: <A, E, R>(
     key: string,
     mode: "wait" | "try",
     budgetMillis: number,
-    f: (waited: boolean, passTurn: () => void) => Effect.Effect<A, E, R>,
+    f: (waited: boolean, passTurn: PassTurn<G>, grant: G | undefined) => Effect.Effect<A, E, R>,
     onMissed: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, R>
   /** Whether any fiber holds or waits for the key's turn (tests). */
   readonly isBusy: (key: string) => boolean
   /** Whether some fiber waits for the key's turn (it will be the client's next contender). */
   readonly hasWaiters: (key: string) => boolean
+  /** How many grants in a row went on while other clients waited (0 when the key has no turn). */
+  readonly streak: (key: string) => number
+  /** Records that streak (kept while any fiber of the client holds or waits for the key). */
+  readonly setStreak: (key: string, streak: number) => void
 }
 
-export const make = (): LocalQueue => {
-  const turns = new Map<string, Turn>()
+/**
+ * `abandon` disposes of a grant that nobody can take: its fiber was interrupted after being handed
+ * the turn, and no other fiber waits.
+ */
+export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect.Effect<void>): LocalQueue<G> => {
+  const turns = new Map<string, Turn<G>>()
 
-  /** Hands the turn to the oldest live waiter, or frees it. */
-  const pass = (key: string, turn: Turn): void => {
+  /** Hands the turn (and `grant`) to the oldest live waiter, or frees it: `true` when handed. */
+  const pass = (key: string, turn: Turn<G>, grant: G | undefined): boolean => {
     let next = turn.waiters.shift()
     while (next !== undefined && next.gone) next = turn.waiters.shift()
     if (next === undefined) {
       turns.delete(key)
-      return
+      return false
     }
     next.handed = true
+    next.grant = grant
     const resume = next.resume
     next.resume = undefined
     resume?.(Effect.void)
+    return true
   }
 
   /** `pass`, once: the holder may hand the turn on early, and it is passed on at the end regardless. */
-  const passOnce = (key: string, turn: Turn): (() => void) => {
+  const passOnce = (key: string, turn: Turn<G>): PassTurn<G> => {
     let passed = false
-    return () => {
-      if (passed) return
+    return (grant) => {
+      if (passed) return false
       passed = true
-      pass(key, turn)
+      return pass(key, turn, grant)
     }
   }
 
   /** Waits to be handed the turn: `true` when it was (the caller then owns it), `false` on timeout. */
-  const wait = (key: string, turn: Turn, budgetMillis: number): Effect.Effect<boolean> => {
-    const waiter: Waiter = { handed: false, gone: false, resume: undefined }
+  const wait = (key: string, turn: Turn<G>, budgetMillis: number, waiter: Waiter<G>): Effect.Effect<boolean> => {
     turn.waiters.push(waiter)
     return Effect.callback<void>((resume) => {
       if (waiter.handed) return resume(Effect.void)
@@ -83,13 +110,18 @@ export const make = (): LocalQueue => {
       Effect.timeoutOption(Math.max(0, budgetMillis)),
       // Handed the turn just as the budget ran out: it is ours all the same (and passed on after).
       Effect.map(() => waiter.handed),
-      Effect.onExit((exit) =>
-        Effect.sync(() => {
-          waiter.resume = undefined
-          if (!waiter.handed) waiter.gone = true
-          else if (exit._tag === "Failure") pass(key, turn)
-        })
-      )
+      Effect.onExit((exit) => {
+        waiter.resume = undefined
+        if (!waiter.handed) {
+          waiter.gone = true
+          return Effect.void
+        }
+        if (exit._tag === "Success") return Effect.void
+        // Interrupted once handed the turn: it goes on, grant and all, or the grant is disposed of.
+        const grant = waiter.grant
+        waiter.grant = undefined
+        return pass(key, turn, grant) || grant === undefined ? Effect.void : abandon(key, grant)
+      })
     )
   }
 
@@ -98,21 +130,37 @@ export const make = (): LocalQueue => {
       Effect.suspend(() => {
         const turn = turns.get(key)
         if (turn === undefined) {
-          const mine: Turn = { waiters: [] }
+          const mine: Turn<G> = { waiters: [], streak: 0 }
           turns.set(key, mine)
           const passTurn = passOnce(key, mine)
-          return Effect.ensuring(f(false, passTurn), Effect.sync(passTurn))
+          return Effect.ensuring(f(false, passTurn, undefined), Effect.sync(passTurn))
         }
         if (mode === "try") return onMissed
+        const waiter: Waiter<G> = { handed: false, gone: false, grant: undefined, resume: undefined }
         return Effect.uninterruptibleMask((restore) =>
-          Effect.flatMap(restore(wait(key, turn, budgetMillis)), (had) => {
+          Effect.flatMap(restore(wait(key, turn, budgetMillis, waiter)), (had) => {
             if (!had) return restore(onMissed)
             const passTurn = passOnce(key, turn)
-            return Effect.ensuring(restore(f(true, passTurn)), Effect.sync(passTurn))
+            const grant = waiter.grant
+            waiter.grant = undefined
+            if (grant === undefined) return Effect.ensuring(restore(f(true, passTurn, grant)), Effect.sync(passTurn))
+            // Interrupted before `f` claimed the grant: it goes on with the turn, or is disposed of.
+            return Effect.ensuring(
+              restore(f(true, passTurn, grant)),
+              Effect.suspend(() => {
+                if (grant.claimed) return Effect.sync(passTurn)
+                return passTurn(grant) ? Effect.void : abandon(key, grant)
+              })
+            )
           })
         )
       }),
     isBusy: (key) => turns.has(key),
-    hasWaiters: (key) => turns.get(key)?.waiters.some((waiter) => !waiter.gone) ?? false
+    hasWaiters: (key) => turns.get(key)?.waiters.some((waiter) => !waiter.gone) ?? false,
+    streak: (key) => turns.get(key)?.streak ?? 0,
+    setStreak: (key, streak) => {
+      const turn = turns.get(key)
+      if (turn !== undefined) turn.streak = streak
+    }
   }
 }

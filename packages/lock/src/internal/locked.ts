@@ -6,6 +6,7 @@
 // (`renewals.ts`), not a fiber or timer per lock; the backend keeps its own time limits, so no call
 // is wrapped in a racing timer; metrics are pre-bound to their attributes; spans capture no stack.
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -22,7 +23,10 @@ import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
 import * as Renewals from "./renewals.ts"
+import * as Transfer from "./transfer.ts"
+import { type Grant } from "./transfer.ts"
 import { invalid, render, type Settings } from "./settings.ts"
+import { monotonicMillis } from "./time.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** What every call of one lock client shares. */
@@ -30,13 +34,16 @@ export interface Client {
   readonly backend: Backend
   readonly settings: Settings
   readonly renewals: Renewals.Renewals
-  readonly queue: LocalQueue.LocalQueue
+  readonly queue: LocalQueue.LocalQueue<Grant>
   readonly metrics: Metrics.ClientMetrics
   /** This client's id in the servers' waiter queues (one contender per client and key). */
   readonly waiterId: string
 }
 
 export const newToken = (): string => globalThis.crypto.randomUUID()
+
+const transferredAttempt = { "lock.attempt": 0, "lock.attempt.result": "transferred" }
+const acquiredOutcome = { "lock.outcome": "acquired" }
 
 const releaseResults = { Released: "released", NotOwner: "not-owner", Failed: "failed" } as const
 
@@ -68,7 +75,9 @@ export interface Call {
   /** The call's span, when a tracing backend is installed. */
   readonly trace: CallTrace | undefined
   /** Hands the key's in-process turn to the next fiber of this client before the call ends. */
-  readonly passTurn?: (() => void) | undefined
+  readonly passTurn?: LocalQueue.PassTurn<Grant> | undefined
+  /** The lock, transferred to this call by the previous fiber of its client that held the key. */
+  readonly grant?: Grant | undefined
 }
 
 /**
@@ -83,8 +92,9 @@ export const runLocked = <A, E, R>(
 ): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
   Effect.uninterruptibleMask((restore) => {
     const { backend, settings, metrics } = client
-    const { key } = call
-    const token = newToken()
+    const { key, grant } = call
+    const token = grant === undefined ? newToken() : grant.token
+    if (grant !== undefined) grant.claimed = true
     const acquisition = acquire({
       backend,
       settings,
@@ -94,6 +104,8 @@ export const runLocked = <A, E, R>(
       deadline: call.deadline,
       mode: call.mode,
       waitedBehind: call.waitedBehind,
+      // A transfer whose outcome is unknown: the key may hold this token already.
+      uncertain: grant !== undefined,
       waiterId: client.waiterId,
       hasSuccessor: () => client.queue.hasWaiters(key),
       trace: call.trace,
@@ -186,15 +198,47 @@ export const runLocked = <A, E, R>(
     // free, one round trip after the body instead of two. The turn is handed on in a microtask, which
     // runs once this fiber has sent the release and waits for its reply (a resumed fiber runs at
     // once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
-    const releaseAndPass =
-      backend.ordered === true && call.passTurn !== undefined
-        ? Effect.suspend(() => {
-            if (client.queue.hasWaiters(key)) queueMicrotask(call.passTurn!)
-            return release(backend, request)
-          })
-        : release(backend, request)
+    // With a backend that can transfer, a waiting fiber of this client gets the key without it
+    // ever being free: one round trip, and no other process can slip in (bounded, see transfer.ts).
+    const releaseAndPass = Effect.suspend(() => {
+      const passTurn = call.passTurn
+      if (passTurn === undefined) return release(backend, request)
+      if (Transfer.shouldTransfer(backend, client.queue, key, passTurn)) {
+        return Transfer.handOn({
+          backend: backend as Transfer.HandOnParams["backend"],
+          settings,
+          queue: client.queue,
+          key,
+          token,
+          waiterId: client.waiterId,
+          passTurn,
+          newToken
+        })
+      }
+      client.queue.setStreak(key, 0)
+      if (backend.ordered === true && client.queue.hasWaiters(key)) queueMicrotask(passTurn)
+      return release(backend, request)
+    })
 
-    return Effect.flatMap(restore(acquisition), (outcome: AcquireOutcome) =>
+    // A transfer that is known to have happened in time is held at once; otherwise (its outcome
+    // unknown, or its reply too late to rely on) this call acquires with the transferred token.
+    const start =
+      grant !== undefined && grant.sentAt !== undefined
+        ? Effect.withFiber((fiber) => {
+            const now = monotonicMillis(fiber.getRef(Clock.Clock))
+            if (now >= grant.sentAt! + settings.usableLeaseMillis) return restore(acquisition)
+            event(call.trace, "lock.attempt", transferredAttempt)
+            annotate(call.trace, acquiredOutcome)
+            const outcome: AcquireOutcome = {
+              _tag: "Held",
+              lease: { key, token, sentAt: grant.sentAt!, fence: grant.fence }
+            }
+            metrics.acquisition(fiber.context, Exit.succeed(outcome), call.startedAt, now)
+            return Effect.succeed(outcome)
+          })
+        : restore(acquisition)
+
+    return Effect.flatMap(start, (outcome: AcquireOutcome) =>
       outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt, outcome.lease.fence)
     )
   })

@@ -9,32 +9,36 @@ import { withNow } from "./time.ts"
 
 const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 
-export type ReleaseOutcome =
-  | { readonly _tag: "Released" }
-  | { readonly _tag: "NotOwner" }
-  | { readonly _tag: "Failed"; readonly error: LockRedisError | undefined }
+export type ReleaseOutcome = { readonly _tag: "Released" } | { readonly _tag: "NotOwner" } | Failed
 
-const released: ReleaseOutcome = { _tag: "Released" }
-const notOwner: ReleaseOutcome = { _tag: "NotOwner" }
+export const released: ReleaseOutcome = { _tag: "Released" }
+export const notOwner: ReleaseOutcome = { _tag: "NotOwner" }
+
+/** Gave up: the second ran out, or the failure was not retryable. */
+export interface Failed {
+  readonly _tag: "Failed"
+  readonly error: LockRedisError | undefined
+}
 
 /**
- * Releases within one second in all: a retryable failure (a failover's MOVED or READONLY, a dropped
- * connection) is retried with short backoff while the second lasts, each attempt bounded by what is
- * left of it. Uninterruptible: it runs from cleanup paths, and its bound keeps it short.
+ * Runs `operation` within one second in all: a retryable failure (a failover's MOVED or READONLY, a
+ * dropped connection) is retried with short backoff while the second lasts, each attempt bounded by
+ * what is left of it. `operation` must be safe to repeat. Uninterruptible: it runs from cleanup
+ * paths, and its bound keeps it short.
  */
-export const release = (
-  backend: Backend,
-  request: (timeoutMillis: number) => LeaseRequest
-): Effect.Effect<ReleaseOutcome> =>
+export const withinReleaseBound = <A, B>(
+  operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
+  done: (value: A) => B
+): Effect.Effect<B | Failed> =>
   Effect.uninterruptible(
     withNow((start) => {
       const deadline = start + releaseTimeoutMillis
       let lastError: LockRedisError | undefined
-      const attempt = (n: number, now: number): Effect.Effect<ReleaseOutcome> => {
+      const attempt = (n: number, now: number): Effect.Effect<B | Failed> => {
         const remaining = deadline - now
         if (remaining <= 0) return Effect.succeed({ _tag: "Failed", error: lastError })
-        return Effect.matchEffect(backend.release({ ...request(remaining), acknowledge: false }), {
-          onSuccess: (ok) => Effect.succeed(ok ? released : notOwner),
+        return Effect.matchEffect(operation(remaining), {
+          onSuccess: (value) => Effect.succeed(done(value)),
           onFailure: (error) => {
             lastError = error
             if (!error.retryable) return Effect.succeed({ _tag: "Failed", error })
@@ -52,6 +56,15 @@ export const release = (
       return attempt(0, start)
     })
   )
+
+/** Compare-and-delete within one second in all (see `withinReleaseBound`). */
+export const release = (
+  backend: Backend,
+  request: (timeoutMillis: number) => LeaseRequest
+): Effect.Effect<ReleaseOutcome> =>
+  withinReleaseBound((timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }), outcomeOf)
+
+const outcomeOf = (ok: boolean): ReleaseOutcome => (ok ? released : notOwner)
 
 /** A best-effort release for cleanup paths: logged at debug level, never failing. */
 export const releaseBounded = (

@@ -1,7 +1,7 @@
 // Sending the lock scripts and reading their replies, for any connection (shared or dedicated).
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import type { AcquireReply } from "@sage/lock/LockBackend"
+import type { AcquireReply, TransferReply } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./classify.ts"
 import * as Scripts from "./scripts.ts"
@@ -161,3 +161,14 @@ export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, LockRe
   }
   return Effect.fail(unexpected("acquire", reply))
 }
+
+/** The transfer script's reply: `{1, fence, others}` or `{0}`. */
+export const parseTransfer = (reply: unknown): Effect.Effect<TransferReply, LockRedisError> => {
+  if (Array.isArray(reply) && reply[0] === 1 && typeof reply[1] === "number") {
+    return Effect.succeed({ _tag: "Transferred", fence: reply[1], othersWaiting: reply[2] === 1 })
+  }
+  if (Array.isArray(reply) && reply[0] === 0) return Effect.succeed(notTransferred)
+  return Effect.fail(unexpected("transfer", reply))
+}
+
+const notTransferred: TransferReply = { _tag: "NotOwner" }

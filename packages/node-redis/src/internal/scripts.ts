@@ -2,7 +2,7 @@
 // the script back into the server's cache (after a restart, a failover or `SCRIPT FLUSH`).
 import { createHash } from "node:crypto"
 import { LockScripts } from "@sage/lock"
-import type { LeaseRequest } from "@sage/lock/LockBackend"
+import type { LeaseRequest, TransferRequest } from "@sage/lock/LockBackend"
 
 export interface Script {
   readonly name: string
@@ -19,13 +19,14 @@ const script = (name: string, lua: string): Script => ({
 export const acquire: Script = script("acquire", LockScripts.acquire)
 export const renew: Script = script("renew", LockScripts.renew)
 export const release: Script = script("release", LockScripts.release)
+export const transfer: Script = script("transfer", LockScripts.transfer)
 
 export const renewAll: Script = script("renewAll", LockScripts.renewAll)
 export const leave: Script = script("leave", LockScripts.leave)
 export const check: Script = script("check", LockScripts.check)
 export const fencedSet: Script = script("fencedSet", LockScripts.fencedSet)
 
-export const all: ReadonlyArray<Script> = [acquire, renew, release, renewAll, leave, check, fencedSet]
+export const all: ReadonlyArray<Script> = [acquire, renew, release, transfer, renewAll, leave, check, fencedSet]
 
 /** Arguments of `EVALSHA`/`EVAL` for a script over `keys`. */
 export const evalArgs = (
@@ -57,6 +58,12 @@ export const releaseCall = (
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
   LockScripts.keysOf(request.key),
   [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
+]
+
+/** `KEYS` and `ARGV` of the transfer script for a request. */
+export const transferCall = (request: TransferRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  LockScripts.acquireKeysOf(request.key),
+  [request.token, request.successorToken, String(request.leaseMillis), request.waiter?.id ?? ""]
 ]
 
 /** `KEYS` and `ARGV` of the check script for a request. */

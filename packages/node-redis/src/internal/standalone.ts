@@ -7,7 +7,15 @@ import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
-import { type CommandClient, parseAcquire, runScript, type Send, sendWithin, unexpected } from "./commands.ts"
+import {
+  type CommandClient,
+  parseAcquire,
+  parseTransfer,
+  runScript,
+  type Send,
+  sendWithin,
+  unexpected
+} from "./commands.ts"
 import * as Scripts from "./scripts.ts"
 import * as Wakeups from "./wakeups.ts"
 import type { Subscriber } from "./wakeups.ts"
@@ -210,6 +218,11 @@ export const backendOver = (options: {
           replies.flat()
         )
       },
+      transfer: (request) =>
+        Effect.flatMap(
+          runScript(send, Scripts.transfer, ...Scripts.transferCall(request), request.timeoutMillis),
+          parseTransfer
+        ),
       release: (request) =>
         Effect.map(
           runScript(send, Scripts.release, ...Scripts.releaseCall(request, "PUBLISH"), request.timeoutMillis),

@@ -8,7 +8,7 @@ import { assert, type Vitest } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import { Lock } from "@sage/lock"
+import { Lease, Lock } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
 import { forkUntilInside, overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
@@ -236,6 +236,41 @@ export const holding = (it: It): void => {
       assert.strictEqual(recorder.maxInside(), 1, "no two bodies overlapped")
       assert.strictEqual(recorder.completed(), workers * perWorker)
       assert.strictEqual(Number(yield* control.get(counter)), recorder.completed(), "no increment was lost")
+    })
+  )
+
+  it.effect("exclusion and fences when a client hands a key among its own fibers, with another client waiting", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const namespace = uniqueNamespace()
+      // Leases short enough that the lease of a key handed on (a transfer, where the backend has
+      // one) must be renewed within the run.
+      const busy = yield* Lock.make({ namespace, leaseDuration: "600 millis" })
+      const lone = yield* Lock.make({ namespace, leaseDuration: "600 millis" })
+      const recorder = overlapRecorder()
+      const fences: Array<number> = []
+      const turns = { busy: 0, lone: 0 }
+      const body = (who: "busy" | "lone") =>
+        Effect.gen(function* () {
+          yield* recorder.enter
+          fences.push(yield* Lease.fencingToken)
+          yield* Effect.sleep(who === "busy" && turns.busy % 10 === 0 ? 700 : 2)
+          turns[who]++
+          yield* recorder.exit
+        })
+      const worker = (client: Lock.LockClient<string>, who: "busy" | "lone", times: number) =>
+        Effect.repeat(body(who).pipe(client.withLock("shared", { waitTimeout: "30 seconds" })), { times: times - 1 })
+      // Six fibers of one client keep the key wanted; the other client's one fiber must still get its turns.
+      yield* Effect.all([...Array.from({ length: 6 }, () => worker(busy, "busy", 8)), worker(lone, "lone", 8)], {
+        concurrency: "unbounded",
+        discard: true
+      })
+      assert.strictEqual(recorder.maxInside(), 1, "no two bodies overlapped")
+      assert.deepStrictEqual(turns, { busy: 48, lone: 8 })
+      for (let i = 1; i < fences.length; i++) {
+        assert.isAbove(fences[i]!, fences[i - 1]!, `fencing token ${i} is above the one before`)
+      }
+      assert.strictEqual(yield* control.pttl(redisKey(namespace, "shared")), -2, "nothing is left held")
     })
   )
 }
