@@ -24,7 +24,6 @@ import type * as Metrics from "./metrics.ts"
 import { release } from "./release.ts"
 import * as Renewals from "./renewals.ts"
 import * as Transfer from "./transfer.ts"
-import { type Grant } from "./transfer.ts"
 import { invalid, render, type Settings } from "./settings.ts"
 import { monotonicMillis } from "./time.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
@@ -34,7 +33,7 @@ export interface Client {
   readonly backend: Backend
   readonly settings: Settings
   readonly renewals: Renewals.Renewals
-  readonly queue: LocalQueue.LocalQueue<Grant>
+  readonly queue: LocalQueue.LocalQueue<Transfer.Grant>
   readonly metrics: Metrics.ClientMetrics
   /** This client's id in the servers' waiter queues (one contender per client and key). */
   readonly waiterId: string
@@ -75,9 +74,9 @@ export interface Call {
   /** The call's span, when a tracing backend is installed. */
   readonly trace: CallTrace | undefined
   /** Hands the key's in-process turn to the next fiber of this client before the call ends. */
-  readonly passTurn?: LocalQueue.PassTurn<Grant> | undefined
+  readonly passTurn?: LocalQueue.PassTurn<Transfer.Grant> | undefined
   /** The lock, transferred to this call by the previous fiber of its client that held the key. */
-  readonly grant?: Grant | undefined
+  readonly grant?: Transfer.Grant | undefined
 }
 
 /**
@@ -193,19 +192,21 @@ export const runLocked = <A, E, R>(
         return Effect.succeed(Option.some(exit.value))
       })
 
-    // Over an ordered backend the next fiber of this client may ask for the key at once, right
-    // behind the release: its acquisition follows the release on the connection and finds the key
-    // free, one round trip after the body instead of two. The turn is handed on in a microtask, which
-    // runs once this fiber has sent the release and waits for its reply (a resumed fiber runs at
-    // once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
     // With a backend that can transfer, a waiting fiber of this client gets the key without it
     // ever being free: one round trip, and no other process can slip in (bounded, see transfer.ts).
+    // Otherwise, over an ordered backend, the next fiber of this client may ask for the key at once,
+    // right behind the release: its acquisition follows the release on the connection and finds the
+    // key free, one round trip after the body instead of two. The turn is handed on in a microtask,
+    // which runs once this fiber has sent the release and waits for its reply (a resumed fiber runs
+    // at once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
     const releaseAndPass = Effect.suspend(() => {
       const passTurn = call.passTurn
       if (passTurn === undefined) return release(backend, request)
-      if (Transfer.shouldTransfer(backend, client.queue, key, passTurn)) {
+      const transfer = backend.transfer
+      if (transfer !== undefined && Transfer.mayTransfer(client.queue, key)) {
         return Transfer.handOn({
-          backend: backend as Transfer.HandOnParams["backend"],
+          backend,
+          transfer,
           settings,
           queue: client.queue,
           key,

@@ -45,7 +45,8 @@ export interface Grant extends LocalQueue.Grant {
 }
 
 export interface HandOnParams {
-  readonly backend: Backend & { readonly transfer: NonNullable<Backend["transfer"]> }
+  readonly backend: Backend
+  readonly transfer: NonNullable<Backend["transfer"]>
   readonly settings: Settings
   readonly queue: LocalQueue.LocalQueue<Grant>
   readonly key: string
@@ -57,17 +58,12 @@ export interface HandOnParams {
   readonly newToken: () => string
 }
 
-/** Whether the releasing call should transfer the key to a fiber of its own client. */
-export const shouldTransfer = (
-  backend: Backend,
-  queue: LocalQueue.LocalQueue<Grant>,
-  key: string,
-  passTurn: LocalQueue.PassTurn<Grant> | undefined
-): boolean =>
-  backend.transfer !== undefined &&
-  passTurn !== undefined &&
-  queue.hasWaiters(key) &&
-  queue.streak(key) < transferStreakLimit
+/**
+ * Whether a releasing call of this client should hand the key to its next fiber (over a backend
+ * that can): one waits, and the client has not yet kept the key too often in a row.
+ */
+export const mayTransfer = (queue: LocalQueue.LocalQueue<Grant>, key: string): boolean =>
+  queue.hasWaiters(key) && queue.streak(key) < transferStreakLimit
 
 /**
  * Transfers the key from the releasing call to the next fiber of the client that waits for it,
@@ -85,7 +81,7 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
       withNow((now) => {
         // The lease of a retried transfer counts from the retry: the script re-arms it.
         sentAt = now
-        return backend.transfer({
+        return params.transfer({
           key,
           token: params.token,
           successorToken,
