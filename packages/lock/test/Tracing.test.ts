@@ -1,6 +1,7 @@
 // Spans of lock calls: made when a tracing backend is installed, skipped (they would cost more than
 // the call's own work and nobody could see them) under Effect's default in-memory tracer.
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
@@ -136,6 +137,43 @@ describe("tracing", () => {
           .map((snapshot) => [snapshot.id, snapshot.attributes?.["unit"]])
       )
       assert.deepStrictEqual(units, { "sage.lock.acquisitions": "{acquisition}", "sage.lock.wait.duration": "s" })
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
+  it.effect("a call handed the lock by a transfer records it as its attempt, and counts as acquired", () =>
+    Effect.gen(function* () {
+      const { spans, tracer } = recordingTracer()
+      const lock = yield* makeLock
+      const inside = yield* Deferred.make<void>()
+      const leave = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(
+        Deferred.succeed(inside, undefined).pipe(
+          Effect.andThen(Deferred.await(leave)),
+          lock.withLock("t", { waitTimeout: "1 second" })
+        )
+      )
+      yield* Deferred.await(inside)
+      const next = yield* Effect.forkChild(
+        lock.withLock("t", { waitTimeout: "1 second" })(Effect.void).pipe(Effect.withTracer(tracer))
+      )
+      yield* TestClock.adjust("1 millis")
+      yield* Deferred.succeed(leave, undefined)
+      yield* Fiber.join(holder)
+      yield* Fiber.join(next)
+      const span = spans[0]!
+      const attempts = eventsOf(span).filter((event) => event.name === "lock.attempt")
+      assert.deepStrictEqual(attempts, [
+        { name: "lock.attempt", attributes: { "lock.attempt": 0, "lock.attempt.result": "transferred" } }
+      ])
+      assert.strictEqual(span.attributes.get("lock.outcome"), "acquired")
+      const acquired = (yield* Metric.snapshot).filter(
+        (snapshot) => snapshot.id === "sage.lock.acquisitions" && snapshot.attributes?.["outcome"] === "acquired"
+      )
+      assert.deepStrictEqual(
+        acquired.map((snapshot) => (snapshot.state as { readonly count: number }).count),
+        [2],
+        "the holder's acquisition and the transfer"
+      )
     }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 })
