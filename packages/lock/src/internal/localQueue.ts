@@ -9,9 +9,10 @@
 //
 // A turn passes directly from its holder to the oldest waiter, so nobody (not even a `tryWithLock`)
 // can slip in between. It may carry a grant: the lock itself, transferred at the server to a token
-// made for the next fiber (see `locked.ts`), which that fiber then holds without asking again. A turn's wait is part of the caller's budget: `waitTimeout` covers it, the
-// wait is interruptible, and `tryWithLock` never waits for it. The uncontended path allocates one
-// small record and touches one `Map`: no semaphore, no fiber.
+// made for the next fiber (see `transfer.ts`), which that fiber then holds without asking again. A
+// turn's wait is part of the caller's budget: `waitTimeout` covers it, the wait is interruptible,
+// and `tryWithLock` never waits for it. The uncontended path allocates one small record and touches
+// one `Map`: no semaphore, no fiber.
 import * as Effect from "effect/Effect"
 
 interface Waiter<G extends Grant> {
