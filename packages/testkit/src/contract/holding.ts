@@ -243,8 +243,8 @@ export const holding = (it: It): void => {
     Effect.gen(function* () {
       const control = yield* ServerControl
       const namespace = uniqueNamespace()
-      // Leases short enough that the lease of a key handed on (a transfer, where the backend has
-      // one) must be renewed within the run.
+      // Leases short enough that a key handed on (a transfer, where the backend has one) must be
+      // renewed when a body outlives it.
       const busy = yield* Lock.make({ namespace, leaseDuration: "600 millis" })
       const lone = yield* Lock.make({ namespace, leaseDuration: "600 millis" })
       const recorder = overlapRecorder()
@@ -254,7 +254,9 @@ export const holding = (it: It): void => {
         Effect.gen(function* () {
           yield* recorder.enter
           fences.push(yield* Lease.fencingToken)
-          yield* Effect.sleep(who === "busy" && turns.busy % 10 === 0 ? 700 : 2)
+          // Two bodies in a row outlive their lease: with the other client waiting, the busy client
+          // alternates one acquisition and two transfers, so at least one of them holds a key handed on.
+          yield* Effect.sleep(who === "busy" && (turns.busy === 4 || turns.busy === 5) ? 700 : 2)
           turns[who]++
           yield* recorder.exit
         })
