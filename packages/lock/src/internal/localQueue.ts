@@ -91,6 +91,13 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
     return true
   }
 
+  /**
+   * Hands the turn on after its fiber was interrupted before taking charge of `grant`: the grant
+   * goes with the turn, or, when nobody waits, is disposed of.
+   */
+  const passOrAbandon = (key: string, grant: G | undefined, passGrant: (grant: G | undefined) => boolean) =>
+    passGrant(grant) || grant === undefined ? Effect.void : abandon(key, grant)
+
   /** `pass`, once: the holder may hand the turn on early, and it is passed on at the end regardless. */
   const passOnce = (key: string, turn: Turn<G>): PassTurn<G> => {
     let passed = false
@@ -121,7 +128,7 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
         // Interrupted once handed the turn: it goes on, grant and all, or the grant is disposed of.
         const grant = waiter.grant
         waiter.grant = undefined
-        return pass(key, turn, grant) || grant === undefined ? Effect.void : abandon(key, grant)
+        return passOrAbandon(key, grant, (grant) => pass(key, turn, grant))
       })
     )
   }
@@ -148,10 +155,7 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
             // Interrupted before `f` claimed the grant: it goes on with the turn, or is disposed of.
             return Effect.ensuring(
               restore(f(true, passTurn, grant)),
-              Effect.suspend(() => {
-                if (grant.claimed) return Effect.sync(passTurn)
-                return passTurn(grant) ? Effect.void : abandon(key, grant)
-              })
+              Effect.suspend(() => (grant.claimed ? Effect.sync(passTurn) : passOrAbandon(key, grant, passTurn)))
             )
           })
         )

@@ -19,6 +19,7 @@
 // wakes the longest-waiting registered client, and this client's next fiber queues at the server
 // behind it. So a process with many fibers cannot starve another one.
 import * as Effect from "effect/Effect"
+import { identity } from "effect/Function"
 import type { Backend, LeaseRequest, TransferReply } from "../LockBackend.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import { type Failed, notOwner, released, type ReleaseOutcome, releaseBounded, withinReleaseBound } from "./release.ts"
@@ -111,8 +112,6 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
       return Effect.as(abandon(backend, settings, key, grant), outcome)
     })
   })
-
-const identity = <A>(a: A): A => a
 
 /** Releases a grant no fiber took (bounded, never failing). */
 export const abandon = (backend: Backend, settings: Settings, key: string, grant: Grant): Effect.Effect<void> =>
