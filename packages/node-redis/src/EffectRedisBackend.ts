@@ -134,7 +134,7 @@ export const make = (options: Options = {}): Effect.Effect<LockBackend.Backend, 
           : yield* subscriberVia(redis)
     return yield* Standalone.backendOver({
       description: "effect redis (shared connection)",
-      send: sendVia(redis),
+      sends: [sendVia(redis)],
       subscriber
     })
   })

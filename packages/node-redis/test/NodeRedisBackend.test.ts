@@ -3,6 +3,7 @@
 // the real servers' replies. Each runs against Redis 7 and Valkey 8.
 import { assert, describe, it } from "@effect/vitest"
 import * as Config from "effect/Config"
+import * as Deferred from "effect/Deferred"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -169,6 +170,52 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           Layer.build(NodeRedisBackend.layer({ url: server.url, dedicatedPool: { maxConnections: 0 } }))
         )
         assert.strictEqual(bad._tag, "InvalidArgument")
+        for (const connections of [0, 1.5, 17]) {
+          const error = yield* Effect.flip(Layer.build(NodeRedisBackend.layer({ url: server.url, connections })))
+          assert.strictEqual(error._tag, "InvalidArgument", String(connections))
+          if (error._tag === "InvalidArgument") assert.strictEqual(error.field, "connections")
+        }
+      })
+    )
+
+    it.live("spreads locks over its connections; a batched renewal loses only the lease that was taken", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const clients = Effect.map(server.command("CLIENT", "LIST"), (list) =>
+          String(list)
+            .trim()
+            .split("\n")
+            .filter((line) => !line.includes("cmd=client|list"))
+        )
+        const backend = yield* NodeRedisBackend.make({ url: server.url, connections: 3 })
+        assert.strictEqual((yield* clients).length, 3, "three command connections, no subscriber yet")
+        // A 600 ms lease is renewed every 200 ms, in one batch per connection.
+        const lock = yield* Lock.make({ namespace: "lanes", leaseDuration: "600 millis" }).pipe(
+          Effect.provideService(LockBackend, backend)
+        )
+        const keys = Array.from({ length: 30 }, (_, i) => `k${i}`)
+        const started = yield* Effect.forEach(keys, () => Deferred.make<void>())
+        const stop = yield* Deferred.make<void>()
+        const holders = yield* Effect.forEach(keys, (key, i) =>
+          Effect.forkChild(
+            lock
+              .withLock(key, { waitTimeout: "5 seconds" })(
+                Deferred.succeed(started[i]!, undefined).pipe(Effect.andThen(Deferred.await(stop)))
+              )
+              .pipe(Effect.result)
+          )
+        )
+        yield* Effect.forEach(started, Deferred.await, { discard: true })
+        yield* server.command("SET", "lanes:{k7}", "someone else")
+        yield* Effect.sleep(1_500)
+        const lines = yield* clients
+        assert.strictEqual(lines.filter((line) => line.includes("cmd=evalsha")).length, 3, lines.join("\n"))
+        yield* Deferred.succeed(stop, undefined)
+        const outcomes = yield* Effect.forEach(holders, Fiber.join)
+        const lost = keys.filter((_, i) => outcomes[i]!._tag === "Failure")
+        assert.deepStrictEqual(lost, ["k7"])
+        const k7 = outcomes[7]!
+        assert.strictEqual(k7._tag === "Failure" ? k7.failure._tag : "held", "LockLost")
       })
     )
 

@@ -1,6 +1,8 @@
-// The standalone backend: one node-redis client whose shared, pipelined connection carries every
-// lock operation (each is a single script, so none needs a dedicated connection). The client lives
-// as long as the layer, reconnects with a short capped backoff, and never throws socket errors.
+// The standalone backend: node-redis clients whose pipelined connections carry every lock operation
+// (each is a single script, so none needs a dedicated connection), each lock key always on the same
+// one. Two by default: while the server runs one connection's scripts, the client prepares the
+// other's. The clients live as long as the layer, reconnect with a short capped backoff, and never
+// throw socket errors.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
@@ -103,18 +105,28 @@ export const connect = (
 /** At most this many leases go into one `renewAll` script: a long script blocks the server. */
 export const renewChunk = 500
 
+const sendOn =
+  (client: SharedClient): Send =>
+  (args, timeoutMillis) =>
+    sendWithin(client, args as Array<string>, timeoutMillis)
+
 /**
- * The backend over a connected standalone client: every operation is one script on the shared
- * connection; wake-ups use one more connection, a subscriber opened the first time a lock is waited
- * for, and closed with the scope.
+ * The backend over connected standalone clients: every operation is one script on the pipelined
+ * connection of its lock (a lock's commands always use the same client, so they stay in order);
+ * wake-ups use one more connection, a subscriber opened the first time a lock is waited for, and
+ * closed with the scope.
  */
-export const fromClient = (client: SharedClient, description: string): Effect.Effect<Backend, never, Scope.Scope> =>
+export const fromClients = (
+  clients: readonly [SharedClient, ...Array<SharedClient>],
+  description: string
+): Effect.Effect<Backend, never, Scope.Scope> =>
   Effect.gen(function* () {
+    const [first, ...others] = clients
     return yield* backendOver({
       description,
-      send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
-      subscriber: yield* duplicateSubscriber(client),
-      // One node-redis client: its commands go out on one connection, in the order they are sent.
+      sends: [sendOn(first), ...others.map(sendOn)],
+      subscriber: yield* duplicateSubscriber(clients[0]),
+      // A node-redis client sends its commands on one connection, in the order they are sent.
       ordered: true
     })
   })
@@ -149,37 +161,53 @@ export const duplicateSubscriber = (
     }
   })
 
+/** One `renewAll` script for leases on one connection. */
+const renewChunkOf = (send: Send, requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
+  const first = requests[0]!
+  const keys = requests.map((request) => request.key)
+  const tokens = requests.map((request) => request.token)
+  return send(Scripts.renewAllArgs("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
+    Effect.catchIf(
+      (error) => error.code === "NOSCRIPT",
+      () => send(Scripts.renewAllArgs("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
+    ),
+    Effect.match({
+      onFailure: (error): ReadonlyArray<RenewReply> => requests.map(() => error),
+      onSuccess: (reply): ReadonlyArray<RenewReply> =>
+        Array.isArray(reply) && reply.length === requests.length
+          ? reply.map((one) => one === 1)
+          : requests.map(() => unexpected("renewAll", reply))
+    })
+  )
+}
+
 /**
- * The standalone backend over any way of sending one command (a node-redis client, Effect's `Redis`
- * service): each operation is one script. Without `subscriber` there are no wake-ups, and waiters
+ * Which of `lanes` connections carries the commands of `lockKey`: a hash of the key, so one lock
+ * always uses the same connection (its acquire, renew, release and hand-on stay in the order sent).
+ */
+export const laneOf = (lockKey: string, lanes: number): number => {
+  if (lanes === 1) return 0
+  let hash = 0x811c9dc5
+  for (let i = 0; i < lockKey.length; i++) hash = Math.imul(hash ^ lockKey.charCodeAt(i), 0x01000193)
+  return (hash >>> 0) % lanes
+}
+
+/**
+ * The standalone backend over any way of sending one command (node-redis clients, Effect's `Redis`
+ * service): each operation is one script. With several `sends` (one per connection), each lock's
+ * commands go to the one `laneOf` picks. Without `subscriber` there are no wake-ups, and waiters
  * poll with backoff.
  */
 export const backendOver = (options: {
   readonly description: string
-  readonly send: Send
+  /** One way of sending per connection (at least one). */
+  readonly sends: readonly [Send, ...Array<Send>]
   readonly subscriber?: (() => Promise<Subscriber>) | undefined
-  /** Whether `send` delivers commands in the order it is called (see `Backend.ordered`). */
+  /** Whether each of `sends` delivers commands in the order it is called (see `Backend.ordered`). */
   readonly ordered?: boolean | undefined
 }): Effect.Effect<Backend, never, Scope.Scope> => {
-  const { send } = options
-  const renewChunkOf = (requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
-    const first = requests[0]!
-    const keys = requests.map((request) => request.key)
-    const tokens = requests.map((request) => request.token)
-    return send(Scripts.renewAllArgs("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
-      Effect.catchIf(
-        (error) => error.code === "NOSCRIPT",
-        () => send(Scripts.renewAllArgs("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
-      ),
-      Effect.match({
-        onFailure: (error): ReadonlyArray<RenewReply> => requests.map(() => error),
-        onSuccess: (reply): ReadonlyArray<RenewReply> =>
-          Array.isArray(reply) && reply.length === requests.length
-            ? reply.map((one) => one === 1)
-            : requests.map(() => unexpected("renewAll", reply))
-      })
-    )
-  }
+  const { sends } = options
+  const sendFor = (lockKey: string): Send => sends[laneOf(lockKey, sends.length)]!
   return Effect.gen(function* () {
     const wakeups =
       options.subscriber === undefined
@@ -188,7 +216,7 @@ export const backendOver = (options: {
             subscriber: options.subscriber,
             leave: (key, waiterId, timeoutMillis) =>
               Effect.ignore(
-                runScript(send, Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis)
+                runScript(sendFor(key), Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis)
               )
           })
     return {
@@ -196,13 +224,13 @@ export const backendOver = (options: {
       ordered: options.ordered === true,
       acquire: (request) =>
         Effect.flatMap(
-          runScript(send, Scripts.acquire, ...Scripts.acquireCall(request), request.timeoutMillis),
+          runScript(sendFor(request.key), Scripts.acquire, ...Scripts.acquireCall(request), request.timeoutMillis),
           parseAcquire
         ),
       renew: (request) =>
         Effect.map(
           runScript(
-            send,
+            sendFor(request.key),
             Scripts.renew,
             [request.key],
             [request.token, String(request.leaseMillis)],
@@ -212,25 +240,54 @@ export const backendOver = (options: {
         ),
       renewAll: (requests) => {
         if (requests.length === 0) return Effect.succeed([])
-        const chunks: Array<ReadonlyArray<LeaseRequest>> = []
-        for (let i = 0; i < requests.length; i += renewChunk) chunks.push(requests.slice(i, i + renewChunk))
-        return Effect.map(Effect.forEach(chunks, renewChunkOf, { concurrency: "unbounded" }), (replies) =>
-          replies.flat()
+        // Each lease is renewed on its lock's connection, so a renewal never overtakes that lock's
+        // release; replies are put back in the order of `requests`.
+        const byLane: Array<Array<number>> = sends.map(() => [])
+        requests.forEach((request, index) => byLane[laneOf(request.key, sends.length)]!.push(index))
+        const chunks: Array<{ readonly lane: number; readonly indices: ReadonlyArray<number> }> = []
+        byLane.forEach((indices, lane) => {
+          for (let i = 0; i < indices.length; i += renewChunk)
+            chunks.push({ lane, indices: indices.slice(i, i + renewChunk) })
+        })
+        return Effect.map(
+          Effect.forEach(
+            chunks,
+            ({ indices, lane }) =>
+              renewChunkOf(
+                sends[lane]!,
+                indices.map((index) => requests[index]!)
+              ),
+            { concurrency: "unbounded" }
+          ),
+          (replies) => {
+            const ordered: Array<RenewReply> = []
+            chunks.forEach(({ indices }, chunk) =>
+              indices.forEach((index, i) => {
+                ordered[index] = replies[chunk]![i]!
+              })
+            )
+            return ordered
+          }
         )
       },
       transfer: (request) =>
         Effect.flatMap(
-          runScript(send, Scripts.transfer, ...Scripts.transferCall(request), request.timeoutMillis),
+          runScript(sendFor(request.key), Scripts.transfer, ...Scripts.transferCall(request), request.timeoutMillis),
           parseTransfer
         ),
       release: (request) =>
         Effect.map(
-          runScript(send, Scripts.release, ...Scripts.releaseCall(request, "PUBLISH"), request.timeoutMillis),
+          runScript(
+            sendFor(request.key),
+            Scripts.release,
+            ...Scripts.releaseCall(request, "PUBLISH"),
+            request.timeoutMillis
+          ),
           (reply) => reply === 1
         ),
       check: (request) =>
         Effect.map(
-          runScript(send, Scripts.check, ...Scripts.checkCall(request), request.timeoutMillis),
+          runScript(sendFor(request.key), Scripts.check, ...Scripts.checkCall(request), request.timeoutMillis),
           (reply) => typeof reply === "number" && reply !== -2
         ),
       ...(wakeups === undefined ? {} : { wakeups })
