@@ -21,6 +21,10 @@ const project = (name: string, root: string, extra: { readonly maxConcurrency?: 
 // Vitest 4+ ignores vitest.workspace.ts: the packages are declared here as projects.
 export default defineConfig({
   test: {
+    // Vitest's default on 2 cores is one worker (cores - 1), which runs the files one after another.
+    // The suites mostly wait on servers, failovers and timers, so two files at a time roughly halve
+    // the run without starving either (the timing-dependent tests keep generous margins).
+    maxWorkers: 2,
     projects: [
       project("lock", "packages/lock"),
       project("node-redis", "packages/node-redis"),
