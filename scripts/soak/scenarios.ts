@@ -3,8 +3,11 @@
 // - B: thousands of locks held at once in one process, kept alive by batched renewal.
 import type { Load } from "./protocol.ts"
 
-/** Connections one lock client may open on a standalone server: its shared connection and its subscriber. */
-export const connectionsPerProcess = 2
+/**
+ * Connections one lock client may open on a standalone server: its two command connections (the
+ * backend's default `connections`) and its subscriber.
+ */
+export const connectionsPerProcess = 3
 
 export interface Scenario {
   readonly id: "A" | "B"

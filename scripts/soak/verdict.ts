@@ -1,8 +1,8 @@
 // The figures of one scenario run and what fails it. Without a fault nothing may be lost or left:
 // no LockLost, no overlap, no unexpected error, no key but the fence keys, no fiber, timer or socket
 // more after the load than before it, no heap kept after the load, a bounded number of connections
-// (two per process at most: the shared one and the wake-up subscriber, whatever the number of
-// waiters or held locks), and every worker exits by itself once its lock layer is closed.
+// (three per process at most: the two command connections and the wake-up subscriber, whatever
+// the number of waiters or held locks), and every worker exits by itself once its lock layer is closed.
 import type { Counts, Probe } from "./protocol.ts"
 import { exitBoundMillis, type ScenarioRun } from "./run.ts"
 import { connectionsPerProcess } from "./scenarios.ts"

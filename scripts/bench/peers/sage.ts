@@ -185,8 +185,14 @@ const namespace = "peers"
 
 /** The workloads on one `Lock` client, built when the runner is made (the connection included). */
 export const make = async (url: string, leaseMillis: number): Promise<Runner> => {
+  // PEERS_SAGE_CONNECTIONS=n sets the standalone backend's `connections` (default 2), for A/B runs.
+  const connections = process.env["PEERS_SAGE_CONNECTIONS"]
+  const backend = NodeRedisBackend.layer({
+    url,
+    ...(connections === undefined ? {} : { connections: Number(connections) })
+  })
   const runtime = ManagedRuntime.make(
-    Lock.layer({ namespace, leaseDuration: leaseMillis }).pipe(Layer.provide(NodeRedisBackend.layer({ url })))
+    Lock.layer({ namespace, leaseDuration: leaseMillis }).pipe(Layer.provide(backend))
   )
   const run = (workload: Workload, prefix: string, until: number): Promise<Result> =>
     runtime.runPromise(
