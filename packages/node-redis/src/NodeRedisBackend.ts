@@ -574,6 +574,8 @@ export interface ConfigAuth {
  */
 export interface ConfigOptions extends ConfigAuth {
   readonly url: string
+  /** The standalone backend's `connections` (default 2). */
+  readonly connections?: number | undefined
 }
 
 const auth = (config: ConfigAuth) => ({
@@ -606,7 +608,14 @@ export const layerConfig = (
 ): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
   Layer.effect(
     LockBackend.LockBackend,
-    Effect.flatMap(Config.unwrap(options), (config) => make({ url: config.url, ...auth(config), ...pool(config) }))
+    Effect.flatMap(Config.unwrap(options), (config) =>
+      make({
+        url: config.url,
+        ...auth(config),
+        ...pool(config),
+        ...(config.connections === undefined ? {} : { connections: config.connections })
+      })
+    )
   )
 
 /**

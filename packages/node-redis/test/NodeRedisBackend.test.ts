@@ -170,6 +170,14 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           Layer.build(NodeRedisBackend.layer({ url: server.url, dedicatedPool: { maxConnections: 0 } }))
         )
         assert.strictEqual(bad._tag, "InvalidArgument")
+        const viaConfig = yield* Effect.flip(
+          Layer.build(
+            NodeRedisBackend.layerConfig({ url: Config.String("REDIS_URL"), connections: Config.Int("CONNECTIONS") })
+          ).pipe(
+            Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ REDIS_URL: server.url, CONNECTIONS: 0 })))
+          )
+        )
+        assert.strictEqual(viaConfig._tag, "InvalidArgument")
         for (const connections of [0, 1.5, 17]) {
           const error = yield* Effect.flip(Layer.build(NodeRedisBackend.layer({ url: server.url, connections })))
           assert.strictEqual(error._tag, "InvalidArgument", String(connections))
