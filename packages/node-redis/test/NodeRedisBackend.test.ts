@@ -197,8 +197,9 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         )
         const backend = yield* NodeRedisBackend.make({ url: server.url, connections: 3 })
         assert.strictEqual((yield* clients).length, 3, "three command connections, no subscriber yet")
-        // A 600 ms lease is renewed every 200 ms, in one batch per connection.
-        const lock = yield* Lock.make({ namespace: "lanes", leaseDuration: "600 millis" }).pipe(
+        // A 2 s lease is renewed about every 670 ms, in one batch per connection: three rounds in the
+        // 2.5 s below, and a loaded machine would have to stall for over a second to lose one.
+        const lock = yield* Lock.make({ namespace: "lanes", leaseDuration: "2 seconds" }).pipe(
           Effect.provideService(LockBackend, backend)
         )
         const keys = Array.from({ length: 30 }, (_, i) => `k${i}`)
@@ -215,7 +216,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         )
         yield* Effect.forEach(started, Deferred.await, { discard: true })
         yield* server.command("SET", "lanes:{k7}", "someone else")
-        yield* Effect.sleep(1_500)
+        yield* Effect.sleep(2_500)
         const lines = yield* clients
         assert.strictEqual(lines.filter((line) => line.includes("cmd=evalsha")).length, 3, lines.join("\n"))
         yield* Deferred.succeed(stop, undefined)
