@@ -5,7 +5,11 @@ import { defineConfig } from "vitest/config"
 // Vite's default server condition list ("development|production" picks the mode's condition).
 const conditions = ["@sage/source", "module", "node", "development|production"]
 
-const project = (name: string, root: string, extra: { readonly maxConcurrency?: number } = {}) => ({
+const project = (
+  name: string,
+  root: string,
+  extra: { readonly maxConcurrency?: number; readonly sequence?: { readonly groupOrder: number } } = {}
+) => ({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ["@sage/source", "node", "module-sync"] } },
   test: {
@@ -32,7 +36,8 @@ export default defineConfig({
       project("cli", "packages/cli"),
       // The fault matrix's CI subset (scripts/faults/test); `npm run faults` runs the whole matrix.
       // Each cell runs servers and worker processes: three at a time keeps a 2-core machine responsive.
-      project("faults", "scripts/faults", { maxConcurrency: 3 })
+      // It runs after the other projects (groupOrder 1), never beside a suite with short leases.
+      project("faults", "scripts/faults", { maxConcurrency: 3, sequence: { groupOrder: 1 } })
     ]
   }
 })
