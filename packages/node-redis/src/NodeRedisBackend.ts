@@ -170,8 +170,8 @@ export const make = (
       ...clientOptions
     } = options
     const [first, ...others] = yield* Effect.forEach(
-      Array.from({ length: connections }, () => clientOptions as RedisClientOptions),
-      (options) => Standalone.connect(options, connectTimeout),
+      Array.from({ length: connections }),
+      () => Standalone.connect(clientOptions as RedisClientOptions, connectTimeout),
       { concurrency: "unbounded" }
     )
     return yield* Standalone.fromClients([first!, ...others], "node-redis standalone")

@@ -125,7 +125,7 @@ export const fromClients = (
     return yield* backendOver({
       description,
       sends: [sendOn(first), ...others.map(sendOn)],
-      subscriber: yield* duplicateSubscriber(clients[0]),
+      subscriber: yield* duplicateSubscriber(first),
       // A node-redis client sends its commands on one connection, in the order they are sent.
       ordered: true
     })
