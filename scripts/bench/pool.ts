@@ -37,14 +37,13 @@ type Run = (args: ReadonlyArray<string>) => Promise<unknown>
 const lockRoundTrip = async (run: Run, key: string): Promise<void> => {
   const token = Crypto.randomUUID()
   // The same KEYS and ARGV the standalone backend sends: no waiter id (nobody waits here).
-  const keys = LockScripts.keysOf(key)
-  const acquireKeys = LockScripts.acquireKeysOf(key)
-  const acquired = await run(["EVALSHA", acquireSha, "4", ...acquireKeys, token, leaseMillis, "", "0"])
+  const keys = LockScripts.acquireKeysOf(key)
+  const acquired = await run(["EVALSHA", acquireSha, "4", ...keys, token, leaseMillis, "", "0"])
   if (!Array.isArray(acquired) || acquired[0] !== 1) throw new Error(`acquire ${key}: ${JSON.stringify(acquired)}`)
   const released = await run([
     "EVALSHA",
     releaseSha,
-    "3",
+    "4",
     ...keys,
     token,
     LockScripts.wakeChannel(key),

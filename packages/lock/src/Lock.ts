@@ -34,6 +34,7 @@ import * as KeyCodec from "./KeyCodec.ts"
 import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
+import { grantingWaiterPrefix } from "./LockScripts.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
 import * as Transfer from "./internal/transfer.ts"
 import * as Locked from "./internal/locked.ts"
@@ -196,7 +197,8 @@ export const make: <K = string>(
     renewals: Renewals.make(backend, settings),
     queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
     metrics: Metrics.make(settings.namespace),
-    waiterId: Locked.newToken()
+    // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
+    waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${Locked.newToken()}` : Locked.newToken()
   }
   const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined) =>
     Effect.flatMap(nowMillis, (now) => {

@@ -62,15 +62,41 @@ export interface Wakeups {
   /**
    * Waits until a release names `waiterId` on `key`, or `millis` pass. `true` when woken (or when
    * the subscription was only just made, so a message may have been missed: try again at once).
+   * `Granted` when the release handed the lock to the waiter (only for a `grants` backend and a
+   * waiter id made with `LockScripts.grantingWaiterPrefix`).
    */
-  readonly await: (key: string, waiterId: string, millis: number) => Effect.Effect<boolean>
+  readonly await: (key: string, waiterId: string, millis: number) => Effect.Effect<boolean | Granted>
   /**
    * Withdraws a waiter that gives up (timed out, interrupted), and wakes the next one if the lock is
    * free. Best effort within `timeoutMillis`; registrations also lapse on their own.
    */
   readonly leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
+  /**
+   * Whether a release may hand the lock straight to a waiter whose id begins with
+   * `LockScripts.grantingWaiterPrefix` (see `Granted`). Only for deployments where a release's
+   * write is as durable as an acquisition's (standalone): a backend that waits for replicas to
+   * acknowledge an acquisition must leave this unset.
+   *
+   * @since 0.5.0
+   */
+  readonly grants?: boolean | undefined
 }
 
+/**
+ * A release handed the lock to the waiter: the key holds `token` (`LockScripts.grantToken`) with
+ * `fence`, for `leaseMillis` from when the release ran. The release ran after the waiter's last
+ * busy attempt reached the server, and the grant is new only if `fence` is above that attempt's
+ * `fenceFloor`: the lock checks both before it relies on the grant, then renews it to its own lease.
+ *
+ * @category models
+ * @since 0.5.0
+ */
+export interface Granted {
+  readonly _tag: "Granted"
+  readonly token: string
+  readonly fence: number
+  readonly leaseMillis: number
+}
 /**
  * The reply to an acquisition attempt.
  *
@@ -81,7 +107,8 @@ export interface Wakeups {
  *   retry that finds its own grant gets that grant's token back.
  * - `Busy`: another token holds the key; `remainingMillis` is its remaining lease (-1 when it has no
  *   expiry), used to avoid polling long before it can expire; -2 when the key is free but reserved
- *   for a waiter that registered earlier (it gets the lock first).
+ *   for a waiter that registered earlier (it gets the lock first). When the attempt registered a
+ *   waiter, `fenceFloor` is the highest fencing token issued before it (see `Granted`).
  * - `NotMaster`: the write was applied, but the node that applied it (`address`) was not, or is no
  *   longer, the master in the client's view (replicated deployments). The lock cannot be relied on.
  *
@@ -90,7 +117,7 @@ export interface Wakeups {
  */
 export type AcquireReply =
   | { readonly _tag: "Acquired"; readonly fence: number }
-  | { readonly _tag: "Busy"; readonly remainingMillis: number }
+  | { readonly _tag: "Busy"; readonly remainingMillis: number; readonly fenceFloor?: number | undefined }
   | { readonly _tag: "NotMaster"; readonly address: string }
 
 /**

@@ -30,9 +30,47 @@ import * as Keys from "./internal/keys.ts"
  */
 export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
 
-// Shared by the scripts below that keep the waiter queue: the server's time in milliseconds, and
-// dropping registrations that have lapsed (their waiter died or stopped refreshing).
-const queueHelpers = `local function now_ms()
+/**
+ * How the id of a waiter that accepts grants begins. A release (or a waiter leaving) whose queue
+ * head has such an id hands the lock straight to it instead of waking it to ask: the key is set to
+ * `<waiter id>:<fence>` for the claim window, and the message names that token and the window
+ * (`<waiter id>:<fence>:<claim ms>`). The waiter then holds the lock without another round trip.
+ * Waiters of backends that wait for replica acknowledgement never use this prefix (a grant written
+ * by a release is not acknowledged), and neither do older clients, which are woken as before.
+ *
+ * @category scripting
+ * @since 0.5.0
+ */
+export const grantingWaiterPrefix = "g."
+
+/**
+ * The token a release writes into the lock key when it hands the lock to a waiter (see
+ * `grantingWaiterPrefix`): the waiter id and the grant's fencing token.
+ *
+ * @category scripting
+ * @since 0.5.0
+ */
+export const grantToken = (waiterId: string, fence: number): string => `${waiterId}:${fence}`
+
+// Shared by the scripts that grant a lock (acquire, transfer, and through queueHelpers release and
+// leave): the next fencing token of KEYS[4].
+const fenceHelper = `local function issue_fence()
+  local t = redis.call("TIME")
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", ${fenceRetentionMillis}, "GET") or "0") or 0
+  if last < floor then
+    return floor
+  end
+  redis.call("SET", KEYS[4], last + 1, "PX", ${fenceRetentionMillis})
+  return last + 1
+end
+`
+
+// Shared by the scripts below that keep the waiter queue: the server's time in milliseconds,
+// dropping registrations that have lapsed (their waiter died or stopped refreshing), and giving the
+// free lock's turn to the head of the line: a granting waiter gets the key itself for the claim
+// window (ARGV[4]), any other is woken and has that window to claim it.
+const queueHelpers = `${fenceHelper}local function now_ms()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
@@ -46,23 +84,19 @@ end
 local function wake_head(now)
   purge(now)
   local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-  if head ~= nil then
+  if head == nil then
+    return
+  end
+  if string.sub(head, 1, ${grantingWaiterPrefix.length}) == "${grantingWaiterPrefix}" then
+    local token = head .. ":" .. string.format("%d", issue_fence())
+    redis.call("SET", KEYS[1], token, "PX", ARGV[4])
+    redis.call("ZREM", KEYS[2], head)
+    redis.call("ZREM", KEYS[3], head)
+    redis.call(ARGV[3], ARGV[2], token .. ":" .. ARGV[4])
+  else
     redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
     redis.call(ARGV[3], ARGV[2], head)
   end
-end
-`
-
-// Shared by the scripts that grant a lock (acquire, transfer): the next fencing token of KEYS[4].
-const fenceHelper = `local function issue_fence()
-  local t = redis.call("TIME")
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", ${fenceRetentionMillis}, "GET") or "0") or 0
-  if last < floor then
-    return floor
-  end
-  redis.call("SET", KEYS[4], last + 1, "PX", ${fenceRetentionMillis})
-  return last + 1
 end
 `
 
@@ -85,18 +119,23 @@ end
  *   The time floor keeps tokens increasing when the fence key is gone (retention, eviction, a
  *   failover that lost it): the next token is still above every earlier one unless the server's
  *   clock is behind the last token's microsecond.
+ * - A key that a release handed to the caller's waiter id (it holds `grantToken(waiter id, fence)`)
+ *   is taken as well: it then holds the caller's token with the lease, and the reply is `{1, fence}`
+ *   with the grant's fence. That is how a waiter that missed the grant's message still gets it.
  * - Reply `{0, pttl}`: another token holds it; `pttl` is its remaining lease in milliseconds (-1
  *   when the key has no expiry, which only happens when something else wrote it).
  * - Reply `{0, -2}`: the key is free, but an earlier registered waiter has the next turn.
  * - With a waiter id, a busy reply also registers (or refreshes) the caller: its place in line is
- *   kept from its first registration; the queue keys expire when nobody refreshes them.
+ *   kept from its first registration; the queue keys expire when nobody refreshes them. The reply
+ *   then has a third element, the fence floor: the last fencing token issued (or the server time in
+ *   microseconds, if higher). A grant the waiter hears of later is only new if its fence is above it.
  * - A non-string key fails with `WRONGTYPE`: the namespace is shared with other data.
  * - Needs Redis 7.0 or Valkey 7.2 or later (`SET` with both `NX` and `GET`).
  *
  * @category scripting
  * @since 0.1.0
  */
-export const acquire = `${queueHelpers}${fenceHelper}local queued = redis.call("EXISTS", KEYS[2]) == 1
+export const acquire = `${queueHelpers}local queued = redis.call("EXISTS", KEYS[2]) == 1
 local current
 if queued then
   current = redis.call("GET", KEYS[1])
@@ -106,11 +145,15 @@ else
     return {1, issue_fence()}
   end
 end
-if current == ARGV[1] then
-  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+local waiter = ARGV[3]
+if current == ARGV[1] or (waiter ~= "" and current and string.sub(current, 1, #waiter + 1) == waiter .. ":") then
+  if current ~= ARGV[1] then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+  else
+    redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  end
   return {1, tonumber(redis.call("GET", KEYS[4]) or "") or issue_fence()}
 end
-local waiter = ARGV[3]
 local now = nil
 if current == false then
   local head = nil
@@ -142,6 +185,7 @@ if waiter ~= "" then
       redis.call("PEXPIRE", KEYS[i], ttl)
     end
   end
+  reply[3] = math.max(tonumber(redis.call("GET", KEYS[4]) or "0") or 0, now * 1000)
 end
 return reply
 `
@@ -165,14 +209,17 @@ return 0
  * Release: compare-and-delete, so a caller never deletes a lock that has passed to someone else, and
  * wake the longest-waiting registered waiter, if any.
  *
- * - KEYS[1..3]: as for `acquire`. ARGV[1]: the token. ARGV[2]: the wake-up channel. ARGV[3]: the
+ * - KEYS[1..4]: as for `acquire`. ARGV[1]: the token. ARGV[2]: the wake-up channel. ARGV[3]: the
  *   publish command, `PUBLISH` (standalone, Sentinel) or `SPUBLISH` (Cluster: the message stays on
- *   the key's shard, which the channel's hash tag shares). ARGV[4]: how long the woken waiter has to
+ *   the key's shard, which the channel's hash tag shares). ARGV[4]: how long the head waiter has to
  *   claim the lock, in milliseconds.
- * - Reply 1: deleted. Reply 0: the key was gone or held another token (nobody is woken).
- * - Only the head of the queue is named in the message: one release sends one waiter to the server.
- *   Its registration is cut to the claim window: a dead head then stops holding up the line after
- *   that window instead of after its whole registration.
+ * - Reply 1: released. Reply 0: the key was gone or held another token (nobody is woken).
+ * - Only the head of the queue is told: one release sends one waiter on. A head whose id begins with
+ *   `grantingWaiterPrefix` is handed the lock: the key holds `grantToken(head, fence)` for the claim
+ *   window (a new fence is issued, as an acquisition would) and the message is that token and the
+ *   window, `<head>:<fence>:<claim ms>`. The head starts at once and renews the key to its own lease;
+ *   a dead head holds up the line for the claim window at most. Any other head is named in the
+ *   message (its id alone) and its registration is cut to the claim window, with the same bound.
  *
  * @category scripting
  * @since 0.1.0
@@ -228,17 +275,26 @@ return {1, fence, others}
 `
 
 /**
- * Leave the waiter queue (a waiter gave up), and wake the next waiter if the lock is free.
+ * Leave the waiter queue (a waiter gave up), and give the next waiter its turn if the lock is free.
  *
- * - KEYS[1..3]: as for `acquire`. ARGV[1]: the waiter id. ARGV[2..4]: as for `release`.
- * - Reply 1 when the waiter was registered, 0 otherwise.
+ * - KEYS[1..4]: as for `acquire`. ARGV[1]: the waiter id. ARGV[2..4]: as for `release`.
+ * - A grant the waiter had not taken yet (the key holds `grantToken(waiter id, fence)`) is freed
+ *   and passes on to the next waiter as a release would.
+ * - Reply 1 when the waiter was registered (or held a grant), 0 otherwise.
  *
  * @category scripting
  * @since 0.2.0
  */
-export const leave = `${queueHelpers}local removed = redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("ZREM", KEYS[3], ARGV[1])
-if removed == 1 and redis.call("EXISTS", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[2]) == 1 then
+export const leave = `${queueHelpers}local waiter = ARGV[1]
+local removed = redis.call("ZREM", KEYS[2], waiter)
+redis.call("ZREM", KEYS[3], waiter)
+local current = redis.call("GET", KEYS[1])
+if current and string.sub(current, 1, #waiter + 1) == waiter .. ":" then
+  redis.call("DEL", KEYS[1])
+  current = false
+  removed = 1
+end
+if removed == 1 and current == false and redis.call("EXISTS", KEYS[2]) == 1 then
   wake_head(now_ms())
 end
 return removed

@@ -42,12 +42,15 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             // same keys, values and replies, so it runs beside the previous one.
             // 0.4.0: transfer is new (a client hands a key to its own next fiber); the others are
             // unchanged, so clients with and without it share a namespace.
-            "b34684b46a0eccc031ddcabf4057b3f6223ac3a0",
+            // 0.5.0: release and leave hand the lock to a head waiter whose id opts in (they now
+            // declare the fence key), acquire takes a grant made to its waiter and reports the fence
+            // floor. Older clients never opt in, so they are woken as before and share a namespace.
+            "80e020923437e64d7d058b9cbf7427edfb595893",
             "df08c2eb6936eac8735f349b742325f1be674684",
-            "f86042c32ddbe8bddb394b20a9af1edad2bb989e",
+            "fa56df06132be547347aa12ac854651e8fa01a54",
             "ec8b008ffede76e4ecab6a82f01e0a927c7b323e",
             "9c346623336aaccfd9b5fccb377fdf9e7628878f",
-            "7346a6313b3bbb513abf50609c465a68a350755b",
+            "a42ce67676c7da3b761c1680c1ab8fe8b84842f0",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
             "a5dff1341ed034bb90aa111abe5b1f4197a9f74e"
           ]

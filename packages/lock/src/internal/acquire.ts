@@ -5,17 +5,21 @@
 // have executed) leaves the lock "uncertain": the next attempt settles it (the acquire script is
 // idempotent for our own token), and if none does, a bounded release runs before the call returns,
 // so nothing is left held beyond its lease.
+//
+// A waiter registered at the server may be handed the lock by a release (a granting backend): it then
+// holds the key the release wrote, for the release's claim window counted from the send time of its
+// last busy attempt (the release ran after that attempt), and renews it to its own lease as any lease.
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { AcquireReply, Backend, LeaseRequest } from "../LockBackend.ts"
+import type { AcquireReply, Backend, Granted, LeaseRequest } from "../LockBackend.ts"
 import { LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
-import { releaseTimeoutMillis, type Settings } from "./settings.ts"
+import { releaseTimeoutMillis, type Settings, usableLeaseMillis } from "./settings.ts"
 import { monotonicMillis, withNow } from "./time.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
 
@@ -27,6 +31,11 @@ export interface HeldLease {
   readonly sentAt: number
   /** The grant's fencing token. */
   readonly fence: number
+  /**
+   * The lease the key was granted with, when not the lock's own: a release's grant lasts its claim
+   * window, and the first renewal sets the lock's lease.
+   */
+  readonly leaseMillis?: number | undefined
 }
 
 export type AcquireOutcome = { readonly _tag: "Held"; readonly lease: HeldLease } | { readonly _tag: "Busy" }
@@ -95,6 +104,10 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         ? undefined
         : { id: params.waiterId!, ttlMillis: registrationMillis((policy = waitPolicy(settings))) }
     let registered = false
+    // The send time of the last busy attempt that registered the waiter, and the highest fence
+    // issued before it ran: a grant is relied on only if it is newer than both.
+    let busySentAt = 0
+    let fenceFloor: number | undefined
     const request = (timeoutMillis: number): LeaseRequest => ({
       key,
       token,
@@ -129,7 +142,9 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           // safety net (the exponent 30 means "at the cap").
           return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) => {
             event(params.trace, "lock.wait", { "lock.wait.until": "wake-up", "lock.wait.max_ms": delay })
-            return Effect.andThen(wakeups.await(key, waiter!.id, delay), attempt)
+            return Effect.flatMap(wakeups.await(key, waiter!.id, delay), (woken) =>
+              typeof woken === "object" ? granted(woken) : attempt
+            )
           })
         }
         return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) => {
@@ -138,10 +153,28 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         })
       })
 
+    // A release handed the key to this waiter. It holds it from the release until the grant's window
+    // ends, so from `busySentAt` (earlier) for as long, if the grant is not an old one (its fence is
+    // above the floor). Taken only with time to renew it; otherwise an attempt takes the key with a
+    // full lease (the acquire script converts a grant to its waiter), as it does when the message
+    // came before the busy reply or a grant is in doubt.
+    const granted = (grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
+      withNow((now) => {
+        const fresh = fenceFloor !== undefined && grant.fence > fenceFloor
+        if (!fresh || now >= busySentAt + usableLeaseMillis(grant.leaseMillis) - grant.leaseMillis / 3) return attempt
+        event(params.trace, "lock.attempt", grantedAttempt)
+        return Effect.succeed<AcquireOutcome>({
+          _tag: "Held",
+          lease: { key, token: grant.token, sentAt: busySentAt, fence: grant.fence, leaseMillis: grant.leaseMillis }
+        })
+      })
+
     const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> = withNow((sentAt) => {
       const remaining = deadline - sentAt
       if (remaining <= 0) return timedOut
       attempts++
+      // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
+      fenceFloor = undefined
       const before = uncertain
       uncertain = true
       // A grant that takes longer than the usable lease could not be relied on anyway.
@@ -176,7 +209,11 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
           uncertain = false
           if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
           lastBusy = true
-          if (waiter !== undefined) registered = true
+          if (waiter !== undefined) {
+            registered = true
+            busySentAt = sentAt
+            fenceFloor = reply.fenceFloor
+          }
           return retryAfter(reply.remainingMillis)
         }
       })
@@ -207,6 +244,8 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
   })
 
 const busyOutcome: AcquireOutcome = { _tag: "Busy" }
+
+const grantedAttempt = { "lock.attempt": 0, "lock.attempt.result": "granted" }
 
 /** What one attempt's reply says, as span event attributes. */
 const attemptAttributes = (attempt: number, reply: AcquireReply): Record<string, unknown> => {

@@ -16,7 +16,7 @@ import type * as KeyCodec from "../KeyCodec.ts"
 import type { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
-import { acquire, type AcquireOutcome } from "./acquire.ts"
+import { acquire, type AcquireOutcome, type HeldLease } from "./acquire.ts"
 import { lockKey } from "./keys.ts"
 import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
@@ -93,6 +93,8 @@ export const runLocked = <A, E, R>(
     const { backend, settings, metrics } = client
     const { key, grant } = call
     const token = grant === undefined ? newToken() : grant.token
+    // The token the lock is held with: the call's own, or the one a release granted it under.
+    let heldToken = token
     if (grant !== undefined) grant.claimed = true
     const acquisition = acquire({
       backend,
@@ -112,17 +114,18 @@ export const runLocked = <A, E, R>(
     })
     const request = (timeoutMillis: number): LeaseRequest => ({
       key,
-      token,
+      token: heldToken,
       leaseMillis: settings.leaseMillis,
       timeoutMillis,
       acknowledge: false
     })
 
-    const hold = (sentAt: number, fence: number): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
+    const hold = (held: HeldLease): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
       Effect.withFiber((caller) => {
-        const lease = new LeaseHandle(key, settings.namespace, fence, token, backend, client.renewals)
+        heldToken = held.token
+        const lease = new LeaseHandle(key, settings.namespace, held.fence, heldToken, backend, client.renewals)
         let fiber: Fiber.Fiber<A, E> | undefined
-        const renewal = Renewals.lease(settings, key, token, sentAt, call.trace, (error) => {
+        const renewal = Renewals.lease(settings, held, call.trace, (error) => {
           lease.lose(error)
           event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
           fiber?.interruptUnsafe()
@@ -210,7 +213,7 @@ export const runLocked = <A, E, R>(
           settings,
           queue: client.queue,
           key,
-          token,
+          token: heldToken,
           waiterId: client.waiterId,
           passTurn,
           newToken
@@ -240,6 +243,6 @@ export const runLocked = <A, E, R>(
         : restore(acquisition)
 
     return Effect.flatMap(start, (outcome: AcquireOutcome) =>
-      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease.sentAt, outcome.lease.fence)
+      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease)
     )
   })

@@ -21,24 +21,31 @@ import type { Backend, LeaseRequest, RenewReply } from "../LockBackend.ts"
 import { LockLost, type LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
-import type { Settings } from "./settings.ts"
+import { type Settings, usableLeaseMillis } from "./settings.ts"
 import { type CallTrace, event } from "./tracing.ts"
 import { nowMillis } from "./time.ts"
 
-/** A new lease for the scheduler, acquired with a request sent at `sentAt` (monotonic ms). */
+/**
+ * A new lease for the scheduler, granted by a request sent at `held.sentAt` (monotonic ms) for the
+ * lock's lease, or for `held.leaseMillis` (a release's grant): renewals then set the lock's lease.
+ */
 export const lease = (
   settings: Settings,
-  key: string,
-  token: string,
-  sentAt: number,
+  held: {
+    readonly key: string
+    readonly token: string
+    readonly sentAt: number
+    readonly leaseMillis?: number | undefined
+  },
   trace: CallTrace | undefined,
   onLost: (error: LockLost) => void
 ): Renewal => ({
-  key,
-  token,
+  key: held.key,
+  token: held.token,
   trace,
-  validUntil: sentAt + settings.usableLeaseMillis,
-  nextAt: sentAt + settings.renewEveryMillis,
+  validUntil:
+    held.sentAt + (held.leaseMillis === undefined ? settings.usableLeaseMillis : usableLeaseMillis(held.leaseMillis)),
+  nextAt: held.sentAt + (held.leaseMillis === undefined ? settings.renewEveryMillis : Math.floor(held.leaseMillis / 3)),
   failures: 0,
   inFlight: false,
   lastError: undefined,

@@ -157,7 +157,11 @@ export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, LockRe
     return Effect.succeed({ _tag: "Acquired", fence: reply[1] })
   }
   if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "number") {
-    return Effect.succeed({ _tag: "Busy", remainingMillis: reply[1] })
+    return Effect.succeed(
+      typeof reply[2] === "number"
+        ? { _tag: "Busy", remainingMillis: reply[1], fenceFloor: reply[2] }
+        : { _tag: "Busy", remainingMillis: reply[1] }
+    )
   }
   return Effect.fail(unexpected("acquire", reply))
 }

@@ -56,7 +56,7 @@ export const releaseCall = (
   request: LeaseRequest,
   publish: Publish
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.keysOf(request.key),
+  LockScripts.acquireKeysOf(request.key),
   [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
 ]
 
@@ -78,7 +78,7 @@ export const leaveCall = (
   waiterId: string,
   publish: Publish
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.keysOf(key),
+  LockScripts.acquireKeysOf(key),
   [waiterId, LockScripts.wakeChannel(key), publish, String(claimMillis)]
 ]
 

@@ -214,6 +214,8 @@ export const backendOver = (options: {
         ? undefined
         : yield* Wakeups.make({
             subscriber: options.subscriber,
+            // One node: a release's grant is as durable as an acquisition.
+            grants: true,
             leave: (key, waiterId, timeoutMillis) =>
               Effect.ignore(
                 runScript(sendFor(key), Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis)

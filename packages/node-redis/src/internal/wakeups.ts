@@ -5,11 +5,13 @@
 // subscription stays while the channel is in use and is dropped after a minute of disuse, so a hot
 // key does not pay SUBSCRIBE/UNSUBSCRIBE per wait. A release publishes the id of the waiter whose
 // turn it is; only that waiter is resumed (every other process ignores the message), so one release
-// sends one waiter to the server. node-redis resubscribes after a reconnect or failover (and follows
+// sends one waiter to the server. A release may also hand the lock straight to a granting waiter
+// (standalone only, see `LockScripts.grantingWaiterPrefix`): its message is `<id>:<fence>:<claim ms>`,
+// and the waiter resumes holding the lock (`Granted`). node-redis resubscribes after a reconnect or failover (and follows
 // slot moves on Cluster); any message lost meanwhile only costs the waiter its retry delay.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { Wakeups } from "@sage/lock/LockBackend"
+import type { Granted, Wakeups } from "@sage/lock/LockBackend"
 import { LockScripts } from "@sage/lock"
 
 /** How a backend subscribes: plain channels (standalone, Sentinel) or sharded ones (Cluster). */
@@ -20,11 +22,12 @@ export interface Subscriber {
 }
 
 interface Channel {
-  /** Resumers of the fibers waiting on this channel, by waiter id. */
-  readonly waiting: Map<string, Set<() => void>>
+  /** Resumers of the fibers waiting on this channel, by waiter id (given the grant, if any). */
+  readonly waiting: Map<string, Set<(grant: Granted | undefined) => void>>
   /**
    * Wake-ups that arrived before their waiter started waiting (the release can reach this process
-   * before the busy reply that registered the waiter has been handled), by waiter id: when.
+   * before the busy reply that registered the waiter has been handled), by waiter id: when. A
+   * grant among them only counts as a wake-up: the waiter's next attempt takes the granted key.
    */
   readonly early: Map<string, number>
   /** Settles when the subscription is in place (or failed: then messages just never come). */
@@ -51,6 +54,8 @@ export const make = (options: {
    * client the application owns and keeps using. A subscriber the lock owns is simply closed.
    */
   readonly unsubscribeOnClose?: boolean | undefined
+  /** Whether releases over this backend hand the lock to granting waiters (see `Wakeups.grants`). */
+  readonly grants?: boolean | undefined
 }): Effect.Effect<Wakeups, never, Scope.Scope> =>
   Effect.gen(function* () {
     const channels = new Map<string, Channel>()
@@ -66,7 +71,9 @@ export const make = (options: {
     const onMessage = (channel: string) => (message: string) => {
       const entry = channels.get(channel)
       if (entry === undefined) return
-      const resumers = entry.waiting.get(message)
+      const grant = grantOf(message)
+      const waiterId = grant === undefined ? message : grant.waiterId
+      const resumers = entry.waiting.get(waiterId)
       if (resumers === undefined || resumers.size === 0) {
         // Most of these name waiters of other processes, which never come to claim them: forget the
         // stale ones now and then, so a key that is never idle does not collect every id it saw.
@@ -74,10 +81,16 @@ export const make = (options: {
         if (entry.early.size >= earlyPruneSize) {
           for (const [id, at] of entry.early) if (now - at >= earlyWakeMillis) entry.early.delete(id)
         }
-        entry.early.set(message, now)
+        entry.early.set(waiterId, now)
         return
       }
-      for (const resume of resumers) resume()
+      // One fiber per client and key waits at the server; should there be more, only one is handed
+      // the grant, and the others are woken to try (they find the key taken).
+      let granted = grant?.granted
+      for (const resume of resumers) {
+        resume(granted)
+        granted = undefined
+      }
     }
 
     const open = (channel: string): Channel => {
@@ -132,7 +145,7 @@ export const make = (options: {
       )
     )
 
-    const awaitWake = (key: string, waiterId: string, millis: number): Effect.Effect<boolean> =>
+    const awaitWake = (key: string, waiterId: string, millis: number): Effect.Effect<boolean | Granted> =>
       Effect.suspend(() => {
         const channel = LockScripts.wakeChannel(key)
         const existing = channels.get(channel)
@@ -151,17 +164,17 @@ export const make = (options: {
           // A recent wake-up for this waiter came in just before it started waiting: act on it.
           if (existing.lastUsed - early < earlyWakeMillis) return Effect.succeed(true)
         }
-        let woken = false
+        let woken: boolean | Granted = false
         let resumers = existing.waiting.get(waiterId)
         if (resumers === undefined) {
           resumers = new Set()
           existing.waiting.set(waiterId, resumers)
         }
         const set = resumers
-        let resumeFiber: (() => void) | undefined
+        let resumeFiber: ((grant: Granted | undefined) => void) | undefined
         return Effect.callback<void>((resume) => {
-          resumeFiber = () => {
-            woken = true
+          resumeFiber = (grant) => {
+            woken = grant ?? true
             resume(Effect.void)
           }
           set.add(resumeFiber)
@@ -177,5 +190,21 @@ export const make = (options: {
         )
       })
 
-    return { await: awaitWake, leave: options.leave } satisfies Wakeups
+    return { await: awaitWake, leave: options.leave, grants: options.grants === true } satisfies Wakeups
   })
+
+/** A grant's message, `<waiter id>:<fence>:<claim ms>`, read; `undefined` for a plain wake-up. */
+const grantOf = (message: string): { readonly waiterId: string; readonly granted: Granted } | undefined => {
+  const end = message.lastIndexOf(":")
+  const start = end > 0 ? message.lastIndexOf(":", end - 1) : -1
+  if (start <= 0) return undefined
+  const fence = Number(message.slice(start + 1, end))
+  const leaseMillis = Number(message.slice(end + 1))
+  if (!Number.isSafeInteger(fence) || fence <= 0 || !Number.isSafeInteger(leaseMillis) || leaseMillis <= 0) {
+    return undefined
+  }
+  return {
+    waiterId: message.slice(0, start),
+    granted: { _tag: "Granted", token: message.slice(0, end), fence, leaseMillis }
+  }
+}

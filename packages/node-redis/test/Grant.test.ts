@@ -1,0 +1,215 @@
+// Release grants on real servers: a release hands the lock to the longest-waiting client, which then
+// holds it without asking again; a grant nobody takes frees itself; an old or lost grant is never
+// relied on as it comes.
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { Lease, LockScripts } from "@sage/lock"
+import type { Backend } from "@sage/lock/LockBackend"
+import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import { clientOver, lockKeyOf, waitersRegistered as registeredVia } from "./wakeup.ts"
+
+const waitersRegistered = (server: RedisServer.RedisServer, key: string, n: number) =>
+  registeredVia(() => Effect.succeed(server), key, n)
+
+/** The waiter ids registered for `key`, oldest first. */
+const waiterIds = (server: RedisServer.RedisServer, key: string) =>
+  Effect.map(server.command("ZRANGE", LockScripts.keysOf(lockKeyOf(key))[1], "0", "-1"), (ids) =>
+    (ids as Array<string>).map(String)
+  )
+
+/** Polls until some client is subscribed to `key`'s wake-up channel. */
+const subscribed = (server: RedisServer.RedisServer, key: string) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 500; i++) {
+      const reply = (yield* server.command(
+        "PUBSUB",
+        "NUMSUB",
+        LockScripts.wakeChannel(lockKeyOf(key))
+      )) as Array<unknown>
+      if (Number(reply[1]) >= 1) return
+      yield* Effect.sleep(5)
+    }
+    return yield* Effect.die(`nobody subscribed to the wake-up channel of ${key}`)
+  })
+
+/** Runs the release script as a client holding `token` would, publishing on `channel`. */
+const releaseScript = (server: RedisServer.RedisServer, key: string, token: string, channel: string) =>
+  server.command(
+    "EVAL",
+    LockScripts.release,
+    "4",
+    ...LockScripts.acquireKeysOf(lockKeyOf(key)),
+    token,
+    channel,
+    "PUBLISH",
+    "500"
+  )
+
+const request = (key: string, token: string, waiterId?: string) => ({
+  key: lockKeyOf(key),
+  token,
+  leaseMillis: 30_000,
+  timeoutMillis: 2_000,
+  acknowledge: false,
+  waiter: waiterId === undefined ? undefined : { id: waiterId, ttlMillis: 10_000 }
+})
+
+for (const flavor of ServerBinary.flavorsUnderTest()) {
+  describe(`release grants on ${flavor}`, () => {
+    it.live("a release hands the lock to the waiter of another process, which starts without asking again", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const a = yield* Effect.flatMap(NodeRedisBackend.make({ url: server.url }), clientOver)
+        const backendB = yield* NodeRedisBackend.make({ url: server.url })
+        let acquiresByB = 0
+        const counted: Backend = {
+          ...backendB,
+          acquire: (req) => Effect.suspend(() => (acquiresByB++, backendB.acquire(req)))
+        }
+        const b = yield* clientOver(counted)
+        // `a` holds the key until `b` is registered as waiting for it; `b`'s body reports what it saw.
+        const handoff = Effect.gen(function* () {
+          const inside = yield* Deferred.make<void>()
+          let ids: Array<string> = []
+          const held = yield* Effect.forkChild(
+            a.withLock("k", { waitTimeout: "5 seconds" })(
+              Deferred.succeed(inside, undefined).pipe(
+                Effect.andThen(waitersRegistered(server, "k", 1)),
+                Effect.andThen(Effect.flatMap(waiterIds(server, "k"), (found) => Effect.sync(() => (ids = found))))
+              )
+            )
+          )
+          yield* Deferred.await(inside)
+          acquiresByB = 0
+          const seen = yield* b.withLock("k", { waitTimeout: "5 seconds" })(
+            Effect.gen(function* () {
+              const value = yield* server.command("GET", lockKeyOf("k"))
+              const fence = yield* Lease.fencingToken
+              // Held past the grant's 500 ms window: its renewal set the lock's own 30 s lease.
+              yield* Effect.sleep(700)
+              const pttl = Number(yield* server.command("PTTL", lockKeyOf("k")))
+              const later = yield* server.command("GET", lockKeyOf("k"))
+              return { value, fence, pttl, later }
+            })
+          )
+          yield* Fiber.join(held)
+          return { ids, seen, acquires: acquiresByB }
+        })
+        // The first wait subscribes to the key's channel, and tries again once subscribed (a release
+        // may have come before): the grant is then taken by that attempt. Later waits are woken.
+        yield* handoff
+        const { acquires, ids, seen } = yield* handoff
+        assert.strictEqual(ids.length, 1)
+        assert.isTrue(ids[0]!.startsWith(LockScripts.grantingWaiterPrefix), ids[0])
+        assert.strictEqual(seen.value, LockScripts.grantToken(ids[0]!, seen.fence), "held under the release's grant")
+        assert.strictEqual(acquires, 1, "one busy attempt, then the release handed the key over")
+        assert.strictEqual(seen.later, seen.value)
+        assert.isAbove(seen.pttl, 20_000, "renewed to the lock's lease")
+        assert.isNull(yield* server.command("GET", lockKeyOf("k")), "released with the grant's token")
+      })
+    )
+
+    it.live("a grant to a waiter that died holds up the line for the claim window at most", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        const c = yield* Effect.flatMap(NodeRedisBackend.make({ url: server.url }), clientOver)
+        yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
+        // A granting waiter registers, then dies.
+        const busy = yield* backend.acquire(request("k", "dead-token", "g.dead"))
+        assert.strictEqual(busy._tag, "Busy")
+        assert.isAbove(
+          busy._tag === "Busy" ? (busy.fenceFloor ?? 0) : 0,
+          0,
+          "a registering attempt reports the fence floor"
+        )
+        const waiting = yield* Effect.forkChild(
+          c.withLock("k", { waitTimeout: "10 seconds" })(
+            Effect.zip(
+              Lease.fencingToken,
+              Effect.sync(() => performance.now())
+            )
+          )
+        )
+        yield* waitersRegistered(server, "k", 2)
+        assert.strictEqual(yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k"))), 1)
+        const releasedAt = performance.now()
+        const granted = String(yield* server.command("GET", lockKeyOf("k")))
+        assert.isTrue(granted.startsWith("g.dead:"), granted)
+        const pttl = Number(yield* server.command("PTTL", lockKeyOf("k")))
+        assert.isAtMost(pttl, 500, "a grant lasts the claim window")
+        const [fence, startedAt] = yield* Fiber.join(waiting)
+        assert.isBelow(startedAt - releasedAt, 2_500, "the next waiter got the key after the window")
+        assert.isAbove(fence, Number(granted.slice("g.dead:".length)), "with a newer fence")
+      })
+    )
+
+    it.live("a waiter that gives up frees a grant it did not take, which passes to the next waiter", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
+        yield* backend.acquire(request("k", "t1", "g.first"))
+        yield* backend.acquire(request("k", "t2", "g.second"))
+        assert.strictEqual(yield* releaseScript(server, "k", "holder", "nobody-listens"), 1)
+        const first = String(yield* server.command("GET", lockKeyOf("k")))
+        assert.isTrue(first.startsWith("g.first:"), first)
+        yield* backend.wakeups!.leave(lockKeyOf("k"), "g.first", 1_000)
+        const second = String(yield* server.command("GET", lockKeyOf("k")))
+        assert.isTrue(second.startsWith("g.second:"), second)
+        assert.isAbove(Number(second.split(":")[1]), Number(first.split(":")[1]))
+        yield* backend.wakeups!.leave(lockKeyOf("k"), "g.second", 1_000)
+        assert.isNull(yield* server.command("GET", lockKeyOf("k")), "nobody left to hand it to")
+      })
+    )
+
+    it.live("a grant whose message was lost is taken by the waiter's next attempt, with the grant's fence", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
+        yield* backend.acquire(request("k", "mine", "g.w"))
+        yield* releaseScript(server, "k", "holder", "nobody-listens")
+        const granted = String(yield* server.command("GET", lockKeyOf("k")))
+        const reply = yield* backend.acquire(request("k", "mine", "g.w"))
+        assert.deepStrictEqual(reply, { _tag: "Acquired", fence: Number(granted.split(":")[1]) })
+        assert.strictEqual(yield* server.command("GET", lockKeyOf("k")), "mine")
+        assert.isAbove(Number(yield* server.command("PTTL", lockKeyOf("k"))), 20_000, "with the caller's lease")
+        // Another waiter's attempt finds the key held, whoever it was granted to.
+        yield* server.command("SET", lockKeyOf("k"), "g.w:1", "PX", "30000")
+        assert.strictEqual((yield* backend.acquire(request("k", "other", "g.other")))._tag, "Busy")
+      })
+    )
+
+    it.live("a grant older than the waiter's last busy reply is not relied on", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const b = yield* Effect.flatMap(NodeRedisBackend.make({ url: server.url }), clientOver)
+        yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
+        let startedAt = 0
+        const waiting = yield* Effect.forkChild(
+          b.withLock("k", { waitTimeout: "10 seconds" })(Effect.sync(() => (startedAt = performance.now())))
+        )
+        yield* waitersRegistered(server, "k", 1)
+        yield* subscribed(server, "k")
+        // Registered again after its subscription was in place: it now waits for a message.
+        yield* Effect.sleep(50)
+        const [id] = yield* waiterIds(server, "k")
+        // A message from a grant made before the waiter's attempt (its fence is below the floor):
+        // the key is still someone else's.
+        yield* server.command("PUBLISH", LockScripts.wakeChannel(lockKeyOf("k")), `${id}:1:500`)
+        yield* Effect.sleep(300)
+        assert.strictEqual(startedAt, 0, "the waiter did not start on an old grant")
+        assert.strictEqual(yield* server.command("GET", lockKeyOf("k")), "holder")
+        yield* waitersRegistered(server, "k", 1)
+        assert.strictEqual(yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k"))), 1)
+        const releasedAt = performance.now()
+        yield* Fiber.join(waiting)
+        assert.isAbove(startedAt, releasedAt - 1, "it started once the real release came")
+      })
+    )
+  })
+}
