@@ -34,7 +34,7 @@ export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
  * How the id of a waiter that accepts grants begins. A release (or a waiter leaving) whose queue
  * head has such an id hands the lock straight to it instead of waking it to ask: the key is set to
  * `<waiter id>:<fence>` for the claim window, and the message names that token and the window
- * (`<waiter id>:<fence>:<claim ms>`). The waiter then holds the lock without another round trip.
+ * (`<waiter id>:<fence>:<claim ms>`), on the waiter's own channel (`grantChannel`). The waiter then holds the lock without another round trip.
  * Waiters of backends that wait for replica acknowledgement never use this prefix (a grant written
  * by a release is not acknowledged), and neither do older clients, which are woken as before.
  *
@@ -92,7 +92,7 @@ local function wake_head(now)
     redis.call("SET", KEYS[1], token, "PX", ARGV[4])
     redis.call("ZREM", KEYS[2], head)
     redis.call("ZREM", KEYS[3], head)
-    redis.call(ARGV[3], ARGV[2], token .. ":" .. ARGV[4])
+    redis.call(ARGV[3], ARGV[2] .. ":" .. head, token .. ":" .. ARGV[4])
   else
     redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
     redis.call(ARGV[3], ARGV[2], head)
@@ -216,8 +216,9 @@ return 0
  * - Reply 1: released. Reply 0: the key was gone or held another token (nobody is woken).
  * - Only the head of the queue is told: one release sends one waiter on. A head whose id begins with
  *   `grantingWaiterPrefix` is handed the lock: the key holds `grantToken(head, fence)` for the claim
- *   window (a new fence is issued, as an acquisition would) and the message is that token and the
- *   window, `<head>:<fence>:<claim ms>`. The head starts at once and renews the key to its own lease;
+ *   window (a new fence is issued, as an acquisition would) and the message, on the head's own
+ *   channel (`grantChannel`, so other processes are not woken), is that token and the window,
+ *   `<head>:<fence>:<claim ms>`. The head starts at once and renews the key to its own lease;
  *   a dead head holds up the line for the claim window at most. Any other head is named in the
  *   message (its id alone) and its registration is cut to the claim window, with the same bound.
  *
@@ -377,6 +378,15 @@ return -2
  * @since 0.2.0
  */
 export const wakeChannel = (lockKey: string): string => Keys.wakeChannel(lockKey)
+
+/**
+ * The channel on which releases of `lockKey` hand the lock to the granting waiter `waiterId` (see
+ * `grantingWaiterPrefix`): its own, so that a release wakes only the process it concerns.
+ *
+ * @category scripting
+ * @since 0.5.0
+ */
+export const grantChannel = (lockKey: string, waiterId: string): string => `${Keys.wakeChannel(lockKey)}:${waiterId}`
 
 /**
  * Renew many leases in one round trip (standalone and Sentinel: every key lives on one node).

@@ -20,19 +20,16 @@ const waiterIds = (server: RedisServer.RedisServer, key: string) =>
     (ids as Array<string>).map(String)
   )
 
-/** Polls until some client is subscribed to `key`'s wake-up channel. */
-const subscribed = (server: RedisServer.RedisServer, key: string) =>
+/** Polls until `waiterId` is subscribed to its grants for `key`. */
+const subscribed = (server: RedisServer.RedisServer, key: string, waiterId: string) =>
   Effect.gen(function* () {
+    const channel = LockScripts.grantChannel(lockKeyOf(key), waiterId)
     for (let i = 0; i < 500; i++) {
-      const reply = (yield* server.command(
-        "PUBSUB",
-        "NUMSUB",
-        LockScripts.wakeChannel(lockKeyOf(key))
-      )) as Array<unknown>
+      const reply = (yield* server.command("PUBSUB", "NUMSUB", channel)) as Array<unknown>
       if (Number(reply[1]) >= 1) return
       yield* Effect.sleep(5)
     }
-    return yield* Effect.die(`nobody subscribed to the wake-up channel of ${key}`)
+    return yield* Effect.die(`${waiterId} never subscribed to its grants for ${key}`)
   })
 
 /** Runs the release script as a client holding `token` would, publishing on `channel`. */
@@ -194,13 +191,13 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           b.withLock("k", { waitTimeout: "10 seconds" })(Effect.sync(() => (startedAt = performance.now())))
         )
         yield* waitersRegistered(server, "k", 1)
-        yield* subscribed(server, "k")
+        const [id] = yield* waiterIds(server, "k")
+        yield* subscribed(server, "k", id!)
         // Registered again after its subscription was in place: it now waits for a message.
         yield* Effect.sleep(50)
-        const [id] = yield* waiterIds(server, "k")
         // A message from a grant made before the waiter's attempt (its fence is below the floor):
         // the key is still someone else's.
-        yield* server.command("PUBLISH", LockScripts.wakeChannel(lockKeyOf("k")), `${id}:1:500`)
+        yield* server.command("PUBLISH", LockScripts.grantChannel(lockKeyOf("k"), id!), `${id}:1:500`)
         yield* Effect.sleep(300)
         assert.strictEqual(startedAt, 0, "the waiter did not start on an old grant")
         assert.strictEqual(yield* server.command("GET", lockKeyOf("k")), "holder")

@@ -45,12 +45,12 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             // 0.5.0: release and leave hand the lock to a head waiter whose id opts in (they now
             // declare the fence key), acquire takes a grant made to its waiter and reports the fence
             // floor. Older clients never opt in, so they are woken as before and share a namespace.
-            "80e020923437e64d7d058b9cbf7427edfb595893",
+            "14715bb396ec2e047485a714b9645c5ef434a665",
             "df08c2eb6936eac8735f349b742325f1be674684",
-            "fa56df06132be547347aa12ac854651e8fa01a54",
+            "0ed9fc3ae7f8e3e1ee50343e6b614037cfc24249",
             "ec8b008ffede76e4ecab6a82f01e0a927c7b323e",
             "9c346623336aaccfd9b5fccb377fdf9e7628878f",
-            "a42ce67676c7da3b761c1680c1ab8fe8b84842f0",
+            "2e9977215eab7d665613bdd77c3ff02e59c0f004",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
             "a5dff1341ed034bb90aa111abe5b1f4197a9f74e"
           ]

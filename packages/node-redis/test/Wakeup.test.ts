@@ -42,7 +42,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         yield* Effect.promise(() => spy.connect())
         yield* Effect.addFinalizer(() => Effect.promise(() => spy.close()))
         yield* Effect.promise(() =>
-          spy.subscribe(LockScripts.wakeChannel(lockKeyOf("k")), (message) => messages.push(message))
+          // The key's channel, and the per-waiter channels of its granting waiters.
+          spy.pSubscribe(`${LockScripts.wakeChannel(lockKeyOf("k"))}*`, (message) => messages.push(message))
         )
         const rounds = 5
         const gaps: Array<number> = []

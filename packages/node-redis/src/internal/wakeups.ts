@@ -7,7 +7,8 @@
 // turn it is; only that waiter is resumed (every other process ignores the message), so one release
 // sends one waiter to the server. A release may also hand the lock straight to a granting waiter
 // (standalone only, see `LockScripts.grantingWaiterPrefix`): its message is `<id>:<fence>:<claim ms>`,
-// and the waiter resumes holding the lock (`Granted`). node-redis resubscribes after a reconnect or failover (and follows
+// and the waiter resumes holding the lock (`Granted`). Such a waiter listens on a channel of its own
+// for the key (`LockScripts.grantChannel`), so a release wakes no other process. node-redis resubscribes after a reconnect or failover (and follows
 // slot moves on Cluster); any message lost meanwhile only costs the waiter its retry delay.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -147,7 +148,9 @@ export const make = (options: {
 
     const awaitWake = (key: string, waiterId: string, millis: number): Effect.Effect<boolean | Granted> =>
       Effect.suspend(() => {
-        const channel = LockScripts.wakeChannel(key)
+        const channel = waiterId.startsWith(LockScripts.grantingWaiterPrefix)
+          ? LockScripts.grantChannel(key, waiterId)
+          : LockScripts.wakeChannel(key)
         const existing = channels.get(channel)
         if (existing === undefined) {
           // A fresh subscription may have missed a release: once it is in place, retry at once.
