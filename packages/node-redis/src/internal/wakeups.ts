@@ -6,10 +6,11 @@
 // key does not pay SUBSCRIBE/UNSUBSCRIBE per wait. A release publishes the id of the waiter whose
 // turn it is; only that waiter is resumed (every other process ignores the message), so one release
 // sends one waiter to the server. A release may also hand the lock straight to a granting waiter
-// (standalone only, see `LockScripts.grantingWaiterPrefix`): its message is `<id>:<fence>:<claim ms>`,
-// and the waiter resumes holding the lock (`Granted`). Such a waiter listens on a channel of its own
-// for the key (`LockScripts.grantChannel`), so a release wakes no other process. node-redis resubscribes after a reconnect or failover (and follows
-// slot moves on Cluster); any message lost meanwhile only costs the waiter its retry delay.
+// (standalone only, see `LockScripts.grantingWaiterPrefix`): the message is then
+// `<id>:<fence>:<claim ms>`, on a channel of that waiter's own (`LockScripts.grantChannel`), so no
+// other process wakes, and the waiter resumes holding the lock (`Granted`). node-redis resubscribes
+// after a reconnect or failover (and follows slot moves on Cluster); any message lost meanwhile only
+// costs the waiter its retry delay.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Granted, Wakeups } from "@sage/lock/LockBackend"
