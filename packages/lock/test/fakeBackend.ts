@@ -3,7 +3,14 @@
 // in @sage/lock-testkit, run on real Redis and Valkey, is.
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type AcquireReply, type Backend, type LeaseRequest, LockBackend, type RenewReply } from "../src/LockBackend.ts"
+import {
+  type AcquireReply,
+  type Backend,
+  type Granted,
+  type LeaseRequest,
+  LockBackend,
+  type RenewReply
+} from "../src/LockBackend.ts"
 import { LockRedisError } from "../src/LockError.ts"
 
 export interface Calls {
@@ -12,6 +19,8 @@ export interface Calls {
   readonly release: Array<LeaseRequest>
   /** Each batched renewal, as the list of its requests. */
   readonly renewAll: Array<ReadonlyArray<LeaseRequest>>
+  /** The waiter id of each wait for a turn. */
+  readonly waiterIds: Array<string>
 }
 
 /** A backend keeps its own time limit (the `LockBackend` contract): a hung reply becomes a timeout. */
@@ -40,9 +49,13 @@ export const scripted = (
     renewAll: (requests: ReadonlyArray<LeaseRequest>) => Effect.Effect<ReadonlyArray<RenewReply>>
     /** Leaving the waiter queue; with it the backend has wake-ups (waiters just sleep their delay). */
     leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
+    /** A waiter's wait for its turn (with `leave`); by default it sleeps its delay. */
+    await: (key: string, waiterId: string, millis: number, call: number) => Effect.Effect<boolean | Granted>
+    /** Whether releases hand the lock to waiters (`Wakeups.grants`). */
+    grants: boolean
   }>
 ): { readonly layer: Layer.Layer<LockBackend>; readonly calls: Calls } => {
-  const calls: Calls = { acquire: [], renew: [], release: [], renewAll: [] }
+  const calls: Calls = { acquire: [], renew: [], release: [], renewAll: [], waiterIds: [] }
   const backend: Backend = {
     description: "scripted",
     acquire: (request) =>
@@ -68,8 +81,16 @@ export const scripted = (
       ? {}
       : {
           wakeups: {
-            await: (_key: string, _waiterId: string, millis: number) => Effect.as(Effect.sleep(millis), false),
-            leave: handlers.leave
+            await: (key: string, waiterId: string, millis: number) =>
+              Effect.suspend(() => {
+                calls.waiterIds.push(waiterId)
+                return (
+                  handlers.await?.(key, waiterId, millis, calls.waiterIds.length) ??
+                  Effect.as(Effect.sleep(millis), false)
+                )
+              }),
+            leave: handlers.leave,
+            grants: handlers.grants === true
           }
         }),
     ...(handlers.renewAll === undefined

@@ -1,0 +1,137 @@
+// The client's rules for a lock handed over by a release (a granting backend), under TestClock: when a
+// grant is relied on as it comes, and when the waiter asks the server instead. What the scripts do
+// on real servers is in packages/node-redis/test/Grant.test.ts.
+import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { TestClock } from "effect/testing"
+import * as Lease from "../src/Lease.ts"
+import * as Lock from "../src/Lock.ts"
+import type { AcquireReply, Granted } from "../src/LockBackend.ts"
+import { grantingWaiterPrefix } from "../src/LockScripts.ts"
+import { scripted, temporary } from "./fakeBackend.ts"
+
+/** A busy reply that registered the waiter; the last fence issued before it was 100. */
+const busyAfter100: Effect.Effect<AcquireReply> = Effect.succeed({
+  _tag: "Busy",
+  remainingMillis: 10_000,
+  fenceFloor: 100
+})
+
+const grant = (waiterId: string, fence: number): Granted => ({
+  _tag: "Granted",
+  token: `${waiterId}:${fence}`,
+  fence,
+  leaseMillis: 500
+})
+
+/** Runs `withLock` on "k" with a body of `bodyMillis`, moving the clock 10 ms at a time; the body's fence. */
+const fenceSeen = (lock: Lock.LockClient<string>, bodyMillis: number, totalMillis: number) =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.forkChild(
+      lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.andThen(Effect.sleep(bodyMillis), Lease.fencingToken))
+    )
+    for (let t = 0; t < totalMillis; t += 10) yield* TestClock.adjust("10 millis")
+    return yield* Fiber.join(fiber)
+  })
+
+describe("release grants (client rules)", () => {
+  it.effect("a fresh grant is held as it comes, renewed within its claim window, and released under its token", () =>
+    Effect.gen(function* () {
+      const renewedAt: Array<number> = []
+      const fake = scripted({
+        acquire: () => busyAfter100,
+        renew: () => Effect.map(Clock.currentTimeMillis, (now) => (renewedAt.push(now), true)),
+        leave: () => Effect.void,
+        grants: true,
+        await: (_key, waiterId, _millis, call) => (call === 1 ? Effect.succeed(grant(waiterId, 101)) : Effect.never)
+      })
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      const fence = yield* fenceSeen(lock, 400, 500)
+      const waiterId = fake.calls.waiterIds[0]!
+      assert.isTrue(waiterId.startsWith(grantingWaiterPrefix), waiterId)
+      assert.strictEqual(fence, 101, "the grant's fence")
+      assert.strictEqual(fake.calls.acquire.length, 1, "no attempt after the busy one")
+      // The grant lasts 500 ms from the release, which ran after the busy attempt was sent (t = 0).
+      assert.isAtLeast(renewedAt.length, 1)
+      assert.isAtMost(renewedAt[0]!, 200, "renewed a third into the claim window")
+      for (const request of fake.calls.renew) {
+        assert.strictEqual(request.token, `${waiterId}:101`)
+        assert.strictEqual(request.leaseMillis, 10_000, "to the lock's own lease")
+      }
+      assert.deepStrictEqual(
+        fake.calls.release.map((request) => request.token),
+        [`${waiterId}:101`]
+      )
+    })
+  )
+
+  it.effect("a grant not newer than the busy reply's fence floor is not relied on: the waiter asks again", () =>
+    Effect.gen(function* () {
+      const fake = scripted({
+        acquire: (_request, attempt) =>
+          attempt === 1 ? busyAfter100 : Effect.succeed({ _tag: "Acquired", fence: 102 }),
+        leave: () => Effect.void,
+        grants: true,
+        await: (_key, waiterId, _millis, call) => (call === 1 ? Effect.succeed(grant(waiterId, 100)) : Effect.never)
+      })
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      assert.strictEqual(yield* fenceSeen(lock, 10, 50), 102)
+      assert.strictEqual(fake.calls.acquire.length, 2)
+      assert.strictEqual(fake.calls.release[0]!.token, fake.calls.acquire[1]!.token, "held under its own token")
+    })
+  )
+
+  it.effect("a grant that leaves too little of its window to renew is taken by an acquire instead", () =>
+    Effect.gen(function* () {
+      const fake = scripted({
+        acquire: (_request, attempt) =>
+          attempt === 1 ? busyAfter100 : Effect.succeed({ _tag: "Acquired", fence: 101 }),
+        leave: () => Effect.void,
+        grants: true,
+        // The grant comes 350 ms after the busy attempt was sent: under 150 ms of its 473 usable ms are left.
+        await: (_key, waiterId, _millis, call) =>
+          call === 1 ? Effect.as(Effect.sleep("350 millis"), grant(waiterId, 101)) : Effect.never
+      })
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      assert.strictEqual(yield* fenceSeen(lock, 10, 400), 101)
+      assert.strictEqual(fake.calls.acquire.length, 2, "the acquire took the granted key")
+      assert.strictEqual(fake.calls.release[0]!.token, fake.calls.acquire[1]!.token)
+    })
+  )
+
+  it.effect("after an attempt that failed, a grant is not relied on as it comes, whatever its fence", () =>
+    Effect.gen(function* () {
+      const fake = scripted({
+        acquire: (_request, attempt) =>
+          attempt === 1
+            ? busyAfter100
+            : attempt === 2
+              ? Effect.fail(temporary())
+              : Effect.succeed({ _tag: "Acquired", fence: 103 }),
+        leave: () => Effect.void,
+        grants: true,
+        // The first wait times out (the second attempt then fails); the second brings a grant.
+        await: (_key, waiterId, _millis, call) =>
+          call === 1 ? Effect.succeed(false) : call === 2 ? Effect.succeed(grant(waiterId, 101)) : Effect.never
+      })
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      assert.strictEqual(yield* fenceSeen(lock, 10, 1_500), 103)
+      assert.strictEqual(fake.calls.acquire.length, 3)
+    })
+  )
+
+  it.effect("over a backend that does not grant, waiter ids carry no granting prefix", () =>
+    Effect.gen(function* () {
+      const fake = scripted({
+        acquire: (_request, attempt) => (attempt === 1 ? busyAfter100 : Effect.succeed({ _tag: "Acquired", fence: 7 })),
+        leave: () => Effect.void,
+        await: () => Effect.succeed(true)
+      })
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      assert.strictEqual(yield* fenceSeen(lock, 10, 50), 7)
+      assert.isFalse(fake.calls.waiterIds[0]!.startsWith(grantingWaiterPrefix))
+    })
+  )
+})
