@@ -7,10 +7,11 @@
  * acquisition fails with `OOM` (a shebang script would need `flags=allow-oom` to renew at all).
  *
  * Each script touches one lock: its key and, for acquire, transfer, release and leave, the two queue
- * keys of its waiters (and, for acquire and transfer, its fence key), all declared in `KEYS` and sharing one hash tag, so
- * they are Cluster-safe. While a slot migrates, a script whose keys are split between the two nodes
- * gets `TRYAGAIN`, which the lock retries like any temporary refusal. Only `renewAll` spans several locks (standalone, Sentinel);
- * `fencedSet` touches no lock at all: it guards the application's own data with a fencing token.
+ * keys of its waiters and its fence key, all declared in `KEYS` and sharing one hash tag, so they
+ * are Cluster-safe. While a slot migrates, a script whose keys are split between the two nodes gets
+ * `TRYAGAIN`, which the lock retries like any temporary refusal. Only `renewAll` spans several
+ * locks (standalone, Sentinel); `fencedSet` touches no lock at all: it guards the application's own
+ * data with a fencing token.
  *
  * @since 0.1.0
  */
@@ -34,9 +35,10 @@ export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
  * How the id of a waiter that accepts grants begins. A release (or a waiter leaving) whose queue
  * head has such an id hands the lock straight to it instead of waking it to ask: the key is set to
  * `<waiter id>:<fence>` for the claim window, and the message names that token and the window
- * (`<waiter id>:<fence>:<claim ms>`), on the waiter's own channel (`grantChannel`). The waiter then holds the lock without another round trip.
- * Waiters of backends that wait for replica acknowledgement never use this prefix (a grant written
- * by a release is not acknowledged), and neither do older clients, which are woken as before.
+ * (`<waiter id>:<fence>:<claim ms>`), on the waiter's own channel (`grantChannel`). The waiter then
+ * holds the lock without another round trip. Waiters of backends that wait for replica
+ * acknowledgement never use this prefix (a grant written by a release is not acknowledged), and
+ * neither do older clients, which are woken as before.
  *
  * @category scripting
  * @since 0.5.0
