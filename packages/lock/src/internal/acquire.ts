@@ -8,7 +8,8 @@
 //
 // A waiter registered at the server may be handed the lock by a release (a granting backend): it then
 // holds the key the release wrote, for the release's claim window counted from the send time of its
-// last busy attempt (the release ran after that attempt), and renews it to its own lease as any lease.
+// last busy attempt (the release ran after that attempt), and renews it to its own lease like every
+// other lease.
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
