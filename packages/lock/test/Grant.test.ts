@@ -26,6 +26,18 @@ const grant = (waiterId: string, fence: number): Granted => ({
   leaseMillis: 500
 })
 
+/**
+ * A granting backend: the first attempt is busy (fence floor 100), later ones acquire with `fence`;
+ * the first wait for a turn ends with `firstWait`, later waits never end.
+ */
+const granting = (fence: number, firstWait: (waiterId: string) => Effect.Effect<boolean | Granted>) =>
+  scripted({
+    acquire: (_request, attempt) => (attempt === 1 ? busyAfter100 : Effect.succeed({ _tag: "Acquired", fence })),
+    leave: () => Effect.void,
+    grants: true,
+    await: (_key, waiterId, _millis, call) => (call === 1 ? firstWait(waiterId) : Effect.never)
+  })
+
 /** Runs `withLock` on "k" with a body of `bodyMillis`, moving the clock 10 ms at a time; the body's fence. */
 const fenceSeen = (lock: Lock.LockClient<string>, bodyMillis: number, totalMillis: number) =>
   Effect.gen(function* () {
@@ -69,13 +81,7 @@ describe("release grants (client rules)", () => {
 
   it.effect("a grant not newer than the busy reply's fence floor is not relied on: the waiter asks again", () =>
     Effect.gen(function* () {
-      const fake = scripted({
-        acquire: (_request, attempt) =>
-          attempt === 1 ? busyAfter100 : Effect.succeed({ _tag: "Acquired", fence: 102 }),
-        leave: () => Effect.void,
-        grants: true,
-        await: (_key, waiterId, _millis, call) => (call === 1 ? Effect.succeed(grant(waiterId, 100)) : Effect.never)
-      })
+      const fake = granting(102, (waiterId) => Effect.succeed(grant(waiterId, 100)))
       const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
       assert.strictEqual(yield* fenceSeen(lock, 10, 50), 102)
       assert.strictEqual(fake.calls.acquire.length, 2)
@@ -85,15 +91,8 @@ describe("release grants (client rules)", () => {
 
   it.effect("a grant that leaves too little of its window to renew is taken by an acquire instead", () =>
     Effect.gen(function* () {
-      const fake = scripted({
-        acquire: (_request, attempt) =>
-          attempt === 1 ? busyAfter100 : Effect.succeed({ _tag: "Acquired", fence: 101 }),
-        leave: () => Effect.void,
-        grants: true,
-        // The grant comes 350 ms after the busy attempt was sent: under 150 ms of its 473 usable ms are left.
-        await: (_key, waiterId, _millis, call) =>
-          call === 1 ? Effect.as(Effect.sleep("350 millis"), grant(waiterId, 101)) : Effect.never
-      })
+      // The grant comes 350 ms after the busy attempt was sent: under 150 ms of its 473 usable ms are left.
+      const fake = granting(101, (waiterId) => Effect.as(Effect.sleep("350 millis"), grant(waiterId, 101)))
       const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
       assert.strictEqual(yield* fenceSeen(lock, 10, 400), 101)
       assert.strictEqual(fake.calls.acquire.length, 2, "the acquire took the granted key")
