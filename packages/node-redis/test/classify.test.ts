@@ -46,6 +46,18 @@ describe("classify", () => {
     }
   })
 
+  it("a WAIT that finds its master demoted is a stale view, retried as NOT_MASTER", () => {
+    // Redis 7's and Valkey 8's wording (the CI fault subset's cluster-failover-force found it fatal once).
+    for (const reply of [
+      "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+      "ERR WAIT cannot be used with replica instances. Please also note that if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+      "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated."
+    ]) {
+      const error = classify("WAIT", new SimpleError(reply))
+      assert.deepInclude(error, { kind: "server", code: "NOT_MASTER", retryable: true, reply })
+    }
+  })
+
   it("everything else fails at once", () => {
     for (const reply of permanent) {
       const error = classify("EVALSHA", new SimpleError(reply))

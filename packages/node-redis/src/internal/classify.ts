@@ -48,6 +48,13 @@ const connectionCodes: ReadonlySet<string> = new Set([
 
 const firstWord = (message: string): string => message.split(" ", 1)[0] ?? ""
 
+/**
+ * A `WAIT` sent to a node that is a replica by the time it runs: a failover demoted the master
+ * between the write and its acknowledgement. Redis and Valkey answer with a generic `ERR`, so the
+ * text decides; the failure gets the code `NOT_MASTER` (the write's fate is unknown, the view is stale).
+ */
+const isWaitOnReplica = (message: string): boolean => /^ERR WAIT(AOF)? cannot be used with replica/i.test(message)
+
 /** The first word of a server reply, e.g. `"NOPERM"` for `"NOPERM this user has..."`. */
 export const replyCode = firstWord
 
@@ -56,7 +63,9 @@ export const isUnknownMasterReply = (message: string): boolean => /no such maste
 
 /** Whether an error reply is a temporary refusal that the lock may retry. */
 export const isTemporaryReply = (message: string): boolean =>
-  temporaryReplies.has(firstWord(message)) || message.startsWith("ERR max number of clients")
+  temporaryReplies.has(firstWord(message)) ||
+  message.startsWith("ERR max number of clients") ||
+  isWaitOnReplica(message)
 
 const make = (
   command: string,
@@ -75,7 +84,7 @@ export const classify = (command: string, error: unknown): LockRedisError => {
       command,
       {
         kind: "server",
-        code: firstWord(message),
+        code: isWaitOnReplica(message) ? "NOT_MASTER" : firstWord(message),
         reply: message,
         retryable: isTemporaryReply(message),
         mayHaveExecuted: false
