@@ -168,30 +168,38 @@ export const make = (options: {
           // A recent wake-up for this waiter came in just before it started waiting: act on it.
           if (existing.lastUsed - early < earlyWakeMillis) return Effect.succeed(true)
         }
-        let woken: boolean | Granted = false
         let resumers = existing.waiting.get(waiterId)
         if (resumers === undefined) {
           resumers = new Set()
           existing.waiting.set(waiterId, resumers)
         }
         const set = resumers
-        let resumeFiber: ((grant: Granted | undefined) => void) | undefined
-        return Effect.callback<void>((resume) => {
-          resumeFiber = (grant) => {
-            woken = grant ?? true
-            resume(Effect.void)
+        // One callback with its own timer, not a race against a sleep: a race forks two fibers and
+        // tears them down on every wake-up, on the path from a release to the next body.
+        return Effect.callback<boolean | Granted>((resume) => {
+          let timer: ReturnType<typeof setTimeout> | undefined
+          const stop = () => {
+            clearTimeout(timer)
+            timer = undefined
+            set.delete(resumeFiber)
+            if (set.size === 0 && existing.waiting.get(waiterId) === set) existing.waiting.delete(waiterId)
+          }
+          const resumeFiber = (grant: Granted | undefined) => {
+            if (timer === undefined) return
+            stop()
+            resume(Effect.succeed(grant ?? true))
           }
           set.add(resumeFiber)
-        }).pipe(
-          Effect.timeoutOption(Math.max(1, millis)),
-          Effect.ensuring(
-            Effect.sync(() => {
-              if (resumeFiber !== undefined) set.delete(resumeFiber)
-              if (set.size === 0) existing.waiting.delete(waiterId)
-            })
-          ),
-          Effect.map(() => woken)
-        )
+          timer = setTimeout(
+            () => {
+              if (timer === undefined) return
+              stop()
+              resume(Effect.succeed(false))
+            },
+            Math.max(1, millis)
+          )
+          return Effect.sync(stop)
+        })
       })
 
     return { await: awaitWake, leave: options.leave, grants: options.grants === true } satisfies Wakeups
