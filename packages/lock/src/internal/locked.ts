@@ -95,6 +95,8 @@ export const runLocked = <A, E, R>(
     const token = grant === undefined ? newToken() : grant.token
     // The token the lock is held with: the call's own, or the one a release granted it under.
     let heldToken = token
+    // When the lock was acquired (monotonic ms), recorded in the metrics once the body has started.
+    let acquiredAt = 0
     if (grant !== undefined) grant.claimed = true
     const acquisition = acquire({
       backend,
@@ -110,7 +112,11 @@ export const runLocked = <A, E, R>(
       waiterId: client.waiterId,
       hasSuccessor: () => client.queue.hasWaiters(key),
       trace: call.trace,
-      settled: (context, exit, end) => metrics.acquisition(context, exit, call.startedAt, end)
+      settled: (context, exit, end) => {
+        // A lock that was acquired is counted once its body has started (see `hold`).
+        if (Exit.isSuccess(exit) && exit.value._tag === "Held") acquiredAt = end
+        else metrics.acquisition(context, exit, call.startedAt, end)
+      }
     })
     const request = (timeoutMillis: number): LeaseRequest => ({
       key,
@@ -147,6 +153,9 @@ export const runLocked = <A, E, R>(
           Effect.forkChild(lease.provide(body, renewal), { startImmediately: true }),
           (forked) => {
             fiber = forked
+            // Counted here rather than before the fork: metric updates are not free, and the body
+            // starting sooner is what a waiter handed the lock is waiting for.
+            metrics.acquired(caller.context, call.startedAt, acquiredAt)
             if (lease.lostWith !== undefined) forked.interruptUnsafe()
             const done = forked.pollUnsafe()
             if (done !== undefined) return afterBody(done)
@@ -237,7 +246,7 @@ export const runLocked = <A, E, R>(
               _tag: "Held",
               lease: { key, token, sentAt: grant.sentAt!, fence: grant.fence }
             }
-            metrics.acquisition(fiber.context, Exit.succeed(outcome), call.startedAt, now)
+            acquiredAt = now
             return Effect.succeed(outcome)
           })
         : restore(acquisition)

@@ -20,6 +20,8 @@ export interface ClientMetrics {
   readonly lost: (phase: Phase) => Effect.Effect<void>
   /** Records the outcome of an acquisition that started at `start` (monotonic ms) and ended at `end`. */
   readonly acquisition: (context: Ctx, exit: Exit.Exit<AcquireOutcome, unknown>, start: number, end: number) => void
+  /** Records an acquisition that got the lock: `acquisition` for a `Held` outcome. */
+  readonly acquired: (context: Ctx, start: number, end: number) => void
   /** Counts a `LockLost` that renewal raised while the body ran. */
   readonly run: (context: Ctx, exit: Exit.Exit<unknown, unknown>) => void
   /** A `tryWithLock` that found another fiber of its client holding or waiting for the key. */
@@ -50,13 +52,17 @@ export const make = (namespace: string): ClientMetrics => {
     renew: counting(Metric.withAttributes(LockMetrics.lost, { namespace, phase: "renew" })),
     release: counting(Metric.withAttributes(LockMetrics.lost, { namespace, phase: "release" }))
   }
+  const held = (context: Ctx, start: number, end: number): void => {
+    acquired.update(context)
+    waitTime.updateUnsafe((end - start) / 1000, context)
+  }
   return {
     lost: (phase) => lostBy[phase].effect,
+    acquired: held,
     acquisition: (context, exit, start, end) => {
       if (Exit.isSuccess(exit)) {
         if (exit.value._tag === "Busy") return busy.update(context)
-        acquired.update(context)
-        return waitTime.updateUnsafe((end - start) / 1000, context)
+        return held(context, start, end)
       }
       const error = Cause.findErrorOption(exit.cause)
       if (error._tag === "None") return
