@@ -177,27 +177,32 @@ export const make = (options: {
         // One callback with its own timer, not a race against a sleep: a race forks two fibers and
         // tears them down on every wake-up, on the path from a release to the next body.
         return Effect.callback<boolean | Granted>((resume) => {
-          let timer: ReturnType<typeof setTimeout> | undefined
-          const stop = () => {
-            clearTimeout(timer)
-            timer = undefined
+          let done = false
+          const forget = () => {
+            done = true
             set.delete(resumeFiber)
             if (set.size === 0 && existing.waiting.get(waiterId) === set) existing.waiting.delete(waiterId)
           }
           const resumeFiber = (grant: Granted | undefined) => {
-            if (timer === undefined) return
-            stop()
+            if (done) return
+            forget()
             resume(Effect.succeed(grant ?? true))
+            // After the fiber has gone on to its body: clearing a timer is off that path.
+            clearTimeout(timer)
           }
           set.add(resumeFiber)
-          timer = setTimeout(
+          const timer = setTimeout(
             () => {
-              if (timer === undefined) return
-              stop()
+              if (done) return
+              forget()
               resume(Effect.succeed(false))
             },
             Math.max(1, millis)
           )
+          const stop = () => {
+            if (!done) forget()
+            clearTimeout(timer)
+          }
           return Effect.sync(stop)
         })
       })
