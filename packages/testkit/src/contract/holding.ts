@@ -189,9 +189,10 @@ export const holding = (it: It): void => {
   it.effect("10. renewal keeps working under maxmemory while new acquisitions get OOM", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      // 500 ms: long enough for a cold first renewal on a replicated deployment (a new pooled
-      // connection plus the script's first load), short enough that the body spans several leases.
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "500 millis" })
+      // 1 s: room for a cold first renewal on a replicated deployment (a new pooled connection plus
+      // the script's first load) on a loaded CI machine (with 500 ms, a renewal of a shared Cluster
+      // client once went unanswered for the 241 ms it had left); the body spans two leases.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
       const key = redisKey(lock.namespace, "oom")
       const restore = control.command(key, "CONFIG", "SET", "maxmemory", "0").pipe(Effect.ignore)
       const outcome = yield* Effect.gen(function* () {
@@ -200,7 +201,7 @@ export const holding = (it: It): void => {
         // Same key text in another namespace: same hash tag, so the same node even on a Cluster.
         const neighbour = yield* Lock.make({ namespace: uniqueNamespace() })
         const other = yield* Effect.void.pipe(neighbour.withLock("oom", { waitTimeout: "2 seconds" }), Effect.flip)
-        yield* Effect.sleep(1_500)
+        yield* Effect.sleep(2_000)
         return other
       }).pipe(lock.withLock("oom", { waitTimeout: "1 second" }), Effect.ensuring(restore))
       assert.strictEqual(outcome._tag, "LockRedisError")
