@@ -116,7 +116,17 @@ export const make = (options: {
       return entry
     }
 
-    if (options.unsubscribeOnClose === true) {
+    if (options.unsubscribeOnClose !== true) {
+      // A subscription still being set up when the scope closes would open its connection after the
+      // client's close (a Cluster client opens a shard's pub/sub connection on first use) and keep
+      // the process alive: let it finish first, within a second, so the close that follows sees it.
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => Promise.all([...channels.values()].map((entry) => entry.ready))).pipe(
+          Effect.timeoutOption(1_000),
+          Effect.asVoid
+        )
+      )
+    } else {
       yield* Effect.addFinalizer(() =>
         Effect.promise(() =>
           Promise.all(
