@@ -87,7 +87,10 @@ const spawnWorker = (
   logs: Array<string>
 ): Worker => {
   const log = (text: string): void => {
-    if (logs.length < 20 && text.trim() !== "") logs.push(`worker ${params.worker}: ${text.trim().slice(0, 300)}`)
+    // What keeps a closed worker alive is always kept, however much it logged before.
+    if ((logs.length < 20 || text.startsWith("still alive")) && text.trim() !== "") {
+      logs.push(`worker ${params.worker}: ${text.trim().slice(0, 300)}`)
+    }
   }
   const child = ChildProcess.spawn(
     process.execPath,
@@ -262,7 +265,10 @@ export const runCell = (
           if (w.done && w.exit === undefined) {
             unhandled.push(
               w.closed
-                ? `worker ${w.worker} closed its lock layer but did not exit within ${closeBoundMillis} ms (a handle left open)`
+                ? `worker ${w.worker} closed its lock layer but did not exit within ${closeBoundMillis} ms (a handle left open)` +
+                    (logs
+                      .find((line) => line.startsWith(`worker ${w.worker}: still alive`))
+                      ?.replace(`worker ${w.worker}: `, ": ") ?? "")
                 : `worker ${w.worker} did not close its lock layer within ${closeBoundMillis} ms of its last call`
             )
           }
