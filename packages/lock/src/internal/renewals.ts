@@ -23,7 +23,7 @@ import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
 import { type Settings, usableLeaseMillis } from "./settings.ts"
 import { type CallTrace, event } from "./tracing.ts"
-import { nowMillis } from "./time.ts"
+import { nowMillis, withNow } from "./time.ts"
 
 /**
  * A new lease for the scheduler, granted by a request sent at `held.sentAt` (monotonic ms) for the
@@ -149,48 +149,63 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
     )
   }
 
-  const settle = (renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number) =>
-    Effect.suspend(() => {
-      if (!renewal.active) return Effect.void
-      renewal.inFlight = false
-      if (receivedAt >= renewal.validUntil) {
-        lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
-        return Effect.void
-      }
-      if (reply === true) {
+  // What one reply means for its lease: renewed, lost (both settled here), or to be retried (the
+  // caller picks the delay). Plain code, run once per lease in a batch: a tick of 10,000 leases must
+  // not cost an Effect per lease.
+  const settle = (renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number): boolean => {
+    if (!renewal.active) return false
+    renewal.inFlight = false
+    if (receivedAt >= renewal.validUntil) {
+      lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
+      return false
+    }
+    if (reply === true) {
+      if (renewal.trace !== undefined) {
         event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
-        renewal.validUntil = sentAt + settings.usableLeaseMillis
-        renewal.nextAt = sentAt + settings.renewEveryMillis
-        renewal.failures = 0
-        renewal.lastError = undefined
-        return Effect.void
       }
-      if (reply === false) {
-        lose(renewal, "ownership")
-        return Effect.void
-      }
-      const error = reply ?? noReply("renew", receivedAt - sentAt)
-      if (!error.retryable) {
-        lose(renewal, "failed", error)
-        return Effect.void
-      }
-      renewal.lastError = moreInformative(renewal.lastError, error)
-      event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
-      return Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
-        renewal.nextAt = receivedAt + delay
-      })
+      renewal.validUntil = sentAt + settings.usableLeaseMillis
+      renewal.nextAt = sentAt + settings.renewEveryMillis
+      renewal.failures = 0
+      renewal.lastError = undefined
+      return false
+    }
+    if (reply === false) {
+      lose(renewal, "ownership")
+      return false
+    }
+    const error = reply ?? noReply("renew", receivedAt - sentAt)
+    if (!error.retryable) {
+      lose(renewal, "failed", error)
+      return false
+    }
+    renewal.lastError = moreInformative(renewal.lastError, error)
+    event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
+    return true
+  }
+
+  // A temporary failure: the lease is retried after a short backoff, within its usable time.
+  const retryLater = (renewal: Renewal, receivedAt: number): Effect.Effect<void> =>
+    Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
+      renewal.nextAt = receivedAt + delay
     })
 
   const send = (batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> => {
     let longest = 0
     for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
     return Effect.flatMap(renewBatch(batch, longest), (replies) =>
-      Effect.flatMap(nowMillis, (receivedAt) =>
-        Effect.andThen(
-          Effect.forEach(batch, (renewal, i) => settle(renewal, replies[i], sentAt, receivedAt), { discard: true }),
-          Effect.sync(() => signal(-Infinity, -Infinity))
+      withNow((receivedAt) => {
+        let retries: Array<Renewal> | undefined
+        for (let i = 0; i < batch.length; i++) {
+          const renewal = batch[i]!
+          if (settle(renewal, replies[i], sentAt, receivedAt)) (retries ??= []).push(renewal)
+        }
+        const woken = Effect.sync(() => signal(-Infinity, -Infinity))
+        if (retries === undefined) return woken
+        return Effect.andThen(
+          Effect.forEach(retries, (renewal) => retryLater(renewal, receivedAt), { discard: true }),
+          woken
         )
-      )
+      })
     )
   }
 
