@@ -193,6 +193,55 @@ describe("batched renewal", () => {
       assert.strictEqual(yield* Fiber.join(late), "kept", "the same late reply renewed b")
     })
   )
+
+  it.effect("each lease of one batch gets its own reply: renewed, retried alone, or lost", () =>
+    Effect.gen(function* () {
+      // Lease 300 ms: renewal due every 100 ms. In the first batch "b" gets a temporary failure and
+      // "c" is found held by someone else; "a" is renewed. Every later batch renews everything.
+      let batches = 0
+      const fake = scripted({
+        renewAll: (requests) =>
+          Effect.sync(() => {
+            const first = batches++ === 0
+            return requests.map((request) => {
+              if (!first) return true
+              if (request.key.endsWith("{b}")) return temporary("BUSY")
+              return !request.key.endsWith("{c}")
+            })
+          })
+      })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const hold = (key: string) =>
+        Effect.forkChild(
+          Effect.flip(lock.withLock(key, { waitTimeout: "1 second" })(Effect.sleep("1 second"))).pipe(
+            Effect.orElseSucceed(() => "kept" as const)
+          )
+        )
+      const [a, b, c] = yield* Effect.all([hold("a"), hold("b"), hold("c")])
+      yield* TestClock.adjust("100 millis")
+      const lost = yield* Fiber.join(c)
+      assert.notStrictEqual(lost, "kept")
+      if (lost !== "kept") {
+        assert.strictEqual(lost._tag, "LockLost")
+        if (lost._tag === "LockLost") assert.strictEqual(lost.reason, "ownership")
+      }
+      assert.deepStrictEqual(
+        fake.calls.renewAll[0]?.map((request) => request.key.slice(-3)),
+        ["{a}", "{b}", "{c}"],
+        "all three went in one batch"
+      )
+      // The retry of "b" goes out on its own, well before the next tick (backoff 7-15 ms).
+      yield* TestClock.adjust("20 millis")
+      assert.deepStrictEqual(
+        fake.calls.renewAll[1]?.map((request) => request.key.slice(-3)),
+        ["{b}"],
+        "b was retried alone"
+      )
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(a), "kept")
+      assert.strictEqual(yield* Fiber.join(b), "kept")
+    })
+  )
 })
 
 describe("release", () => {
