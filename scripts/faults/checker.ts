@@ -58,6 +58,11 @@ export interface Counts {
   longestGapMillis: number
   /** The longest wait of a call (ms), to its body or to its failure. */
   longestWaitMillis: number
+  /**
+   * How the calls that ended after the fault healed without entering their body ended (outcome and
+   * detail, with how many): what to read when nothing was acquired after the fault.
+   */
+  failedAfterHeal: Record<string, number>
 }
 
 /** What the docs allow past `waitTimeout`: the bounded release of an attempt that may have succeeded. */
@@ -110,7 +115,8 @@ export const check = (input: CheckInput): Counts => {
     overlaps: [],
     hangs: [],
     longestGapMillis: 0,
-    longestWaitMillis: 0
+    longestWaitMillis: 0,
+    failedAfterHeal: {}
   }
   const killedAt = (call: Call): number | undefined =>
     input.workerFaults.find((fault) => fault.worker === call.worker && fault.to === Infinity)?.from
@@ -120,6 +126,9 @@ export const check = (input: CheckInput): Counts => {
     if (call.entered !== undefined) {
       counts.acquisitions++
       if (call.entered >= input.healedAt) counts.acquisitionsAfterHeal++
+    } else if (call.ended !== undefined && call.ended >= input.healedAt && call.outcome !== undefined) {
+      const how = `${call.outcome} ${call.detail ?? ""}`.trim()
+      counts.failedAfterHeal[how] = (counts.failedAfterHeal[how] ?? 0) + 1
     }
     switch (call.outcome) {
       case "TimedOut":

@@ -327,7 +327,15 @@ export const runCell = (
         problems.push("no LockLost surfaced: the fault must take a held lock away in this scenario")
       for (const hang of counts.hangs) problems.push(`hang: ${hang}`)
       for (const error of counts.unexpectedErrors) problems.push(`unexpected error: ${error}`)
-      if (counts.acquisitionsAfterHeal === 0) problems.push("no acquisition after the fault ended")
+      if (counts.acquisitionsAfterHeal === 0) {
+        const how = Object.entries(counts.failedAfterHeal)
+          .toSorted((a, b) => b[1] - a[1])
+          .slice(0, 5)
+          .map(([outcome, n]) => `${n} x ${outcome}`)
+        problems.push(
+          `no acquisition after the fault ended${how.length === 0 ? "" : `; calls ended after it: ${how.join("; ")}`}`
+        )
+      }
     } else if (problems.length === 0) {
       problems.push("no counts")
     }

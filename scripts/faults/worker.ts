@@ -72,13 +72,19 @@ const backendLayer = (
   }
 }
 
+/** A TimedOut's last server error, when it has one: what kept the lock unavailable. */
+const lastErrorOf = (error: Record<string, unknown>): string => {
+  const last = error["lastError"] as Record<string, unknown> | undefined
+  return last === undefined ? "" : ` (last: ${String(last["code"])}: ${String(last["reply"]).slice(0, 120)})`
+}
+
 const detailOf = (error: { readonly _tag: string } & Record<string, unknown>): string => {
   switch (error._tag) {
     case "LockLost":
       return `${String(error["phase"])}/${String(error["reason"])}`
     case "TimedOut":
       // reason, attempts made, what the error says was waited: attempts 0 means the in-process turn never came.
-      return `${String(error["reason"])}/${String(error["attempts"])}/${String(error["waitedMillis"])}ms`
+      return `${String(error["reason"])}/${String(error["attempts"])}/${String(error["waitedMillis"])}ms${lastErrorOf(error)}`
     case "LockRedisError":
       return `${String(error["code"])}: ${String(error["command"])}: ${String(error["reply"]).slice(0, 160)}`
     case "InvalidArgument":
