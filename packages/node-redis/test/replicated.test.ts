@@ -19,6 +19,8 @@ const scripted = (options: {
   role: unknown
   viewSaysMaster: boolean
   viewReplicas: number | undefined
+  /** Every replica the view knows, healthy or not (see `Route.knownReplicas`). */
+  knownReplicas?: number
   /** The view's `departed` hook (see `Route.departed`), as the Sentinel topology provides it. */
   departed?: Route["departed"]
   /** How many replicas acknowledge a write (WAIT answers at most this many); all it asks by default. */
@@ -75,7 +77,12 @@ const scripted = (options: {
   const topology: Topology = {
     description: "scripted",
     route: () =>
-      Effect.succeed({ address: "10.0.0.1:6379", replicas: options.viewReplicas, departed: options.departed }),
+      Effect.succeed({
+        address: "10.0.0.1:6379",
+        replicas: options.viewReplicas,
+        knownReplicas: options.knownReplicas,
+        departed: options.departed
+      }),
     isMaster: () => options.viewSaysMaster,
     refresh: () => Effect.void,
     publish: "PUBLISH",
@@ -193,6 +200,41 @@ describe("replicated write checks", () => {
         assert.isAbove(waits.length, 0, label)
         for (const wait of waits) assert.isAbove(Number(wait[2]), 0, `${label}: never WAIT n 0`)
       }
+    })
+  )
+
+  // Live clock: the unacknowledged attempts are retried after a real backoff.
+  it.live("no healthy replica anywhere: NO_REPLICAS only when the view knows none, else waited for", () =>
+    Effect.gen(function* () {
+      // Right after a failover the sentinels still list the replicas (reattaching, or down) while
+      // neither they nor the new master count one as healthy: the write waits for them.
+      const reattaching = scripted({
+        role: ["master", 10, []],
+        viewSaysMaster: true,
+        viewReplicas: 0,
+        knownReplicas: 2
+      })
+      const waited = yield* Effect.flip(
+        Effect.void.pipe((yield* lockOn(yield* reattaching.backend)).withLock("k", { waitTimeout: "300 millis" }))
+      )
+      assert.strictEqual(waited._tag, "TimedOut")
+      if (waited._tag === "TimedOut") {
+        assert.strictEqual(waited.reason, "unacknowledged")
+        assert.isAbove(waited.attempts, 1, "retried")
+        const last = waited.lastError
+        assert.isTrue(last instanceof LockRedisError, "the last error is kept")
+        if (last instanceof LockRedisError) {
+          assert.strictEqual(last.code, "UNACKNOWLEDGED")
+          assert.include(last.reply, "no replica of 10.0.0.1:6379 is connected yet")
+        }
+      }
+      // A deployment without any replica: a permanent error at once, naming the way out.
+      const none = scripted({ role: ["master", 10, []], viewSaysMaster: true, viewReplicas: 0, knownReplicas: 0 })
+      const failed = yield* Effect.flip(
+        Effect.void.pipe((yield* lockOn(yield* none.backend)).withLock("k", { waitTimeout: "300 millis" }))
+      )
+      assert.strictEqual(failed._tag, "LockRedisError")
+      if (failed._tag === "LockRedisError") assert.strictEqual(failed.code, "NO_REPLICAS")
     })
   )
 

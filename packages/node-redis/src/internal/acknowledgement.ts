@@ -68,9 +68,10 @@ export const earlyWait = (
  * The replicas waited for are those both the view and the master list, and at least one: a master
  * that lists none (restarted empty, isolated) never passes with `WAIT 0`. A replica that left the
  * master while the view still vouches for it (`Route.departed`: it may have been promoted) fails
- * the write at once, whatever the others acknowledge. When neither the view nor the master knows a replica, the
- * deployment has none and waiting could only end in a timeout: `NO_REPLICAS`, at once, naming the
- * way out.
+ * the write at once, whatever the others acknowledge. When neither the view nor the master lists a
+ * healthy replica, a view that still knows some (reattaching after a failover, or down) makes the
+ * write wait for them (a retryable `UNACKNOWLEDGED`); one that knows none means the deployment has
+ * none, and waiting could only end in a timeout: `NO_REPLICAS`, at once, naming the way out.
  *
  * `route.replicas` is undefined when the client keeps no replica list (a shared Sentinel client
  * without replica connections, a shared Cluster client without `useReplicas`): then every replica
@@ -109,7 +110,20 @@ const waitForReplicas = (
 ): Effect.Effect<void, LockRedisError> =>
   Effect.suspend(() => {
     const connected = connectedReplicas(role)
-    if (route.replicas === 0 && connected === 0) return Effect.fail(noReplicas(connection.address))
+    if (route.replicas === 0 && connected === 0) {
+      // The view knows replicas, none healthy: after a failover they reattach to the new master
+      // within seconds. Waiting for them is retried; only a deployment with none at all is an error.
+      if (route.knownReplicas !== undefined && route.knownReplicas > 0) {
+        return Effect.fail(
+          failure(
+            "UNACKNOWLEDGED",
+            `no replica of ${connection.address} is connected yet (the view knows ${route.knownReplicas}, none healthy)`,
+            true
+          )
+        )
+      }
+      return Effect.fail(noReplicas(connection.address))
+    }
     const wanted = wantedReplicas(route.replicas, connected)
     // WAIT answers how many replicas had the write when it returned: enough of them is enough,
     // whatever count it was asked for.

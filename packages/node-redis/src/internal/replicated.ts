@@ -31,6 +31,13 @@ export interface Route {
   readonly address: string
   readonly replicas: number | undefined
   /**
+   * How many replicas the view knows for the master whatever their health (the sentinels list a
+   * replica that is reattaching after a failover, or down, as well). When the master and the view
+   * have no healthy replica but this is above 0, the deployment has replicas that are not back yet:
+   * a write waits for them (retryable) instead of failing with `NO_REPLICAS`. Undefined: not known.
+   */
+  readonly knownReplicas?: number | undefined
+  /**
    * Asks the view whether a replica left the master (`ROLE` lists it no more) while the view still
    * vouches for it, and answers its address. A master that lost a replica to a promotion still
    * lists the others, and their acknowledgement alone would confirm a write the promoted replica

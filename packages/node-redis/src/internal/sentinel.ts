@@ -27,6 +27,8 @@ type Client = ReturnType<typeof createClient>
 interface View {
   readonly master: Address.HostPort | undefined
   readonly replicas: number
+  /** Every replica the sentinel lists for the master, healthy or not (see `Route.knownReplicas`). */
+  readonly knownReplicas: number
   /** The healthy replicas' addresses (`ip:port`, as the master lists them in `ROLE`). */
   readonly replicaAddresses: ReadonlyArray<string>
   readonly epoch: number
@@ -206,7 +208,12 @@ export const connect = (
         Effect.suspend(() =>
           view?.master === undefined
             ? Effect.fail(noMaster(name, lastWhy))
-            : Effect.succeed({ address: Address.format(view.master), replicas: view.replicas, departed })
+            : Effect.succeed({
+                address: Address.format(view.master),
+                replicas: view.replicas,
+                knownReplicas: view.knownReplicas,
+                departed
+              })
         ),
       isMaster: (_key, address) => view?.master !== undefined && Address.format(view.master) === address,
       refresh: () => refresh,
@@ -327,15 +334,15 @@ const ask = (client: Client, name: string): Effect.Effect<Answer> =>
     const address = { host: master["ip"] ?? "", port }
     const usable = healthy(master) && !(master["flags"] ?? "").includes("failover_in_progress")
     const replies = yield* send(client, ["SENTINEL", "REPLICAS", name])
-    const replicaAddresses = (Array.isArray(replies) ? replies.map(pairs) : [])
-      .filter(healthy)
-      .map((fields) => `${fields["ip"] ?? ""}:${fields["port"] ?? ""}`)
+    const listed = Array.isArray(replies) ? replies.map(pairs) : []
+    const replicaAddresses = listed.filter(healthy).map((fields) => `${fields["ip"] ?? ""}:${fields["port"] ?? ""}`)
     const replicas = replicaAddresses.length
     const valid = usable && Address.checkHost(address.host) === undefined && Address.checkPort(port) === undefined
     const others = yield* send(client, ["SENTINEL", "SENTINELS", name]).pipe(Effect.orElseSucceed(() => []))
     return {
       master: valid ? address : undefined,
       replicas,
+      knownReplicas: listed.length,
       replicaAddresses,
       epoch,
       sentinels: nodesOf(others)
