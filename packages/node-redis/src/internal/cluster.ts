@@ -7,6 +7,7 @@ import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
 import { connectScoped } from "./scopedClient.ts"
 import { slotOf } from "./slot.ts"
+import { destroyForGood } from "./teardown.ts"
 import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
@@ -54,11 +55,7 @@ const destroyStalePubSubs = (cluster: Cluster): Effect.Effect<void> =>
     const masters = new Set<unknown>(cluster.masters)
     for (const node of cluster.nodeByAddress.values()) {
       if (masters.has(node) || !("pubSub" in node) || node.pubSub === undefined) continue
-      try {
-        node.pubSub.client.destroy()
-      } catch {
-        // Already closed: nothing to free.
-      }
+      destroyForGood(node.pubSub.client)
     }
   })
 

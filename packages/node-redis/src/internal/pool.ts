@@ -16,6 +16,7 @@ import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
 import { sendAllWithin, sendWithin } from "./commands.ts"
+import { destroyForGood } from "./teardown.ts"
 import { monotonicMillis } from "./time.ts"
 
 type Client = ReturnType<typeof createClient>
@@ -110,7 +111,7 @@ export const make = (options: {
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        for (const client of open) if (client.isOpen) client.destroy()
+        for (const client of open) destroyForGood(client)
         open.clear()
       })
     )
@@ -174,7 +175,7 @@ export const make = (options: {
 
     const discard = (client: Client): void => {
       open.delete(client)
-      if (client.isOpen) client.destroy()
+      destroyForGood(client)
     }
 
     // Nothing here is uninterruptible: an interrupted caller leaves at once, whether it waits for a

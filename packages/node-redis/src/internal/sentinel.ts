@@ -20,6 +20,7 @@ import { classify, isUnknownMasterReply } from "./classify.ts"
 import type { Topology } from "./replicated.ts"
 import type { Subscriber } from "./wakeups.ts"
 import { defaultReconnect } from "./standalone.ts"
+import { destroyForGood } from "./teardown.ts"
 
 type Client = ReturnType<typeof createClient>
 
@@ -94,7 +95,7 @@ export const connect = (
     const { name } = options
     const clients = yield* Effect.acquireRelease(
       Effect.sync(() => options.sentinels.map((node) => sentinelClient(node, options.sentinelClientOptions))),
-      (clients) => Effect.sync(() => clients.forEach((client) => client.destroy()))
+      (clients) => Effect.sync(() => clients.forEach(destroyForGood))
     )
     const known = new Set(options.sentinels.map(Address.format))
     const discover = (nodes: ReadonlyArray<Address.HostPort>): void => {
@@ -238,13 +239,7 @@ const masterSubscriber = (
     // still connecting (its promise may not settle while the node is down) or one whose subscribe
     // failed would otherwise stay open, reconnecting, after the layer closed.
     let current: { readonly address: string; readonly raw: Client; readonly client: Promise<Client> } | undefined
-    const close = (client: Client): void => {
-      try {
-        client.destroy()
-      } catch {
-        // Already closed.
-      }
-    }
+    const close = destroyForGood
     let closed = false
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {

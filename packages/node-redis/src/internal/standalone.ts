@@ -19,6 +19,7 @@ import {
   unexpected
 } from "./commands.ts"
 import * as Scripts from "./scripts.ts"
+import { destroyForGood } from "./teardown.ts"
 import * as Wakeups from "./wakeups.ts"
 import type { Subscriber } from "./wakeups.ts"
 
@@ -27,6 +28,7 @@ type Client = ReturnType<typeof createClient>
 /** What the lock needs of a client's duplicate, which it owns and uses as the wake-up subscriber. */
 export interface SubscriberClient {
   on(event: "error", listener: (error: unknown) => void): unknown
+  on(event: "connect", listener: () => void): unknown
   connect(): Promise<unknown>
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>
   unsubscribe(channel: string): Promise<unknown>
@@ -89,14 +91,14 @@ export const connect = (
             )
           }),
         catch: (error) => {
-          client.destroy()
+          destroyForGood(client)
           return classify("connect", error)
         }
       }),
       (client) =>
         Effect.promise(() => client.close()).pipe(
           Effect.timeoutOption(2_000),
-          Effect.ensuring(Effect.sync(() => client.isOpen && client.destroy())),
+          Effect.ensuring(Effect.sync(() => destroyForGood(client))),
           Effect.ignore
         )
     )
@@ -145,7 +147,7 @@ export const duplicateSubscriber = (
         ? Effect.void
         : Effect.promise(() => subscriber!.close()).pipe(
             Effect.timeoutOption(1_000),
-            Effect.ensuring(Effect.sync(() => subscriber?.isOpen && subscriber.destroy())),
+            Effect.ensuring(Effect.sync(() => subscriber !== undefined && destroyForGood(subscriber))),
             Effect.ignore
           )
     )

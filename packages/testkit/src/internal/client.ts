@@ -97,7 +97,13 @@ export const runSession = (
             )
         })
       ),
-    (client) => Effect.sync(() => client.destroy())
+    (client) =>
+      Effect.sync(() => {
+        // node-redis 6.3 lets a connection attempt in flight complete after destroy(), leaving an
+        // open socket: destroy the client again when it reports that connection.
+        client.on("connect", () => client.destroy())
+        client.destroy()
+      })
   )
 
 /** Runs one command; server error replies are an `ErrorReply` outcome, everything else a `TestkitError`. */

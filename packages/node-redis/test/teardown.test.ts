@@ -1,0 +1,75 @@
+// Closing node-redis clients for good, on a real server: no socket may outlive a closed lock layer,
+// or the application's process cannot exit.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { createClient } from "redis"
+import * as Pool from "../src/internal/pool.ts"
+import { destroyForGood } from "../src/internal/teardown.ts"
+
+const [flavor] = ServerBinary.flavorsUnderTest()
+
+/** The sockets of this process connected to `port` (other tests' servers use other ports). */
+const socketsTo = (port: number): number =>
+  (process as unknown as { _getActiveHandles: () => Array<{ remotePort?: number }> })
+    ._getActiveHandles()
+    .filter((handle) => handle.remotePort === port).length
+
+/** Lets a connection attempt in flight finish (or fail), then counts what is left open. */
+const settledSocketsTo = (port: number) => Effect.map(Effect.sleep(300), () => socketsTo(port))
+
+describe(`closing node-redis clients on ${flavor}`, () => {
+  it.live("a client destroyed while it connects leaves no socket open", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: flavor! })
+      const client = createClient({ url: server.url, socket: { reconnectStrategy: false } })
+      client.on("error", () => {})
+      const connecting = client.connect().then(
+        () => "connected",
+        () => "failed"
+      )
+      // The TCP connection is still being made: node-redis would finish it after a plain destroy().
+      destroyForGood(client)
+      yield* Effect.promise(() => connecting)
+      assert.strictEqual(yield* settledSocketsTo(server.port), 0)
+      assert.isFalse(client.isReady)
+    })
+  )
+
+  it.live("a client whose close() waits on a stalled server is destroyed, not left draining", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: flavor! })
+      const client = createClient({ url: server.url, socket: { reconnectStrategy: false } })
+      client.on("error", () => {})
+      yield* Effect.promise(() => client.connect())
+      yield* server.pause
+      yield* Effect.addFinalizer(() => Effect.ignore(server.resume))
+      // A command the stalled server never answers keeps close() waiting; isOpen is false meanwhile.
+      client.sendCommand(["PING"]).catch(() => {})
+      client.close().catch(() => {})
+      assert.isFalse(client.isOpen)
+      destroyForGood(client)
+      assert.strictEqual(yield* settledSocketsTo(server.port), 0)
+    })
+  )
+
+  it.live("a pool closed while it opens a connection leaves no socket open", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: flavor! })
+      const address = `127.0.0.1:${server.port}`
+      const scope = yield* Scope.make()
+      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} }).pipe(Scope.provide(scope))
+      // The first use starts connecting at once; the pool's scope closes before the socket connects.
+      yield* Effect.forkDetach(
+        pool.use(address, 2_000, (connection) => connection.send(["PING"], 1_000)),
+        {
+          startImmediately: true
+        }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(yield* settledSocketsTo(server.port), 0)
+    })
+  )
+})
