@@ -27,11 +27,6 @@ const destroyQuietly = (client: Destroyable): void => {
 /**
  * Destroys `client` now, and again if a connection it was opening completes afterwards. Safe on a
  * client that is connecting, ready, reconnecting, closing or closed, and safe to call twice.
- *
- * @example
- * ```ts
- * yield* Effect.addFinalizer(() => Effect.sync(() => destroyForGood(client)))
- * ```
  */
 export const destroyForGood = (client: Destroyable): void => {
   if (!watched.has(client)) {
