@@ -239,12 +239,11 @@ const masterSubscriber = (
     // still connecting (its promise may not settle while the node is down) or one whose subscribe
     // failed would otherwise stay open, reconnecting, after the layer closed.
     let current: { readonly address: string; readonly raw: Client; readonly client: Promise<Client> } | undefined
-    const close = destroyForGood
     let closed = false
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        if (current !== undefined) close(current.raw)
+        if (current !== undefined) destroyForGood(current.raw)
         current = undefined
       })
     )
@@ -258,7 +257,7 @@ const masterSubscriber = (
         for (const [channel, listener] of listeners) await client.subscribe(channel, listener)
         return client
       })
-      ready.catch(() => close(client))
+      ready.catch(() => destroyForGood(client))
       return { raw: client, ready }
     }
     /** The connection to the master in the current view, replacing one to an older master. */
@@ -275,7 +274,7 @@ const masterSubscriber = (
       next.ready.catch(() => {
         if (current === entry) current = undefined
       })
-      if (previous !== undefined) close(previous.raw)
+      if (previous !== undefined) destroyForGood(previous.raw)
       return entry.client
     }
     const subscriber: Subscriber = {

@@ -3,10 +3,10 @@
 // node-redis 6.3 does not cancel a connection attempt in flight when `destroy()` is called: the
 // socket that was connecting finishes, the client becomes ready again, and that socket keeps the
 // process alive after the lock layer has closed (the fault matrix found a worker kept alive by one
-// such socket after its Sentinel backend closed). And `isOpen` is false as soon as a `close()` has begun, so a
-// `destroy()` guarded by it skipped a close that timed out on a stalled server, leaving its socket
-// open. So: destroy without checking, ignore "already closed" (node-redis 5 throws it), and destroy
-// again should the client report a new connection later.
+// such socket after its Sentinel backend closed). And `isOpen` is false as soon as a `close()` has
+// begun, so a `destroy()` guarded by it skipped a close that timed out on a stalled server, leaving
+// its socket open. So: destroy without checking, ignore "already closed" (node-redis 5 throws it),
+// and destroy again should the client report a new connection later.
 
 /** The part of a node-redis client (`createClient`, or a duplicate) this needs. */
 export interface Destroyable {
