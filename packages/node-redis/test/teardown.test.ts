@@ -4,21 +4,22 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
-import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { ClusterTopology, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
+import * as Cluster from "../src/internal/cluster.ts"
 import * as Pool from "../src/internal/pool.ts"
 import { destroyForGood } from "../src/internal/teardown.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
-/** The sockets of this process connected to `port` (other tests' servers use other ports). */
-const socketsTo = (port: number): number =>
+/** The sockets of this process connected to any of `ports` (other tests' servers use other ports). */
+const socketsTo = (...ports: ReadonlyArray<number>): number =>
   (process as unknown as { _getActiveHandles: () => Array<{ remotePort?: number }> })
     ._getActiveHandles()
-    .filter((handle) => handle.remotePort === port).length
+    .filter((handle) => handle.remotePort !== undefined && ports.includes(handle.remotePort)).length
 
 /** Lets a connection attempt in flight finish (or fail), then counts what is left open. */
-const settledSocketsTo = (port: number) => Effect.map(Effect.sleep(300), () => socketsTo(port))
+const settledSocketsTo = (...ports: ReadonlyArray<number>) => Effect.map(Effect.sleep(300), () => socketsTo(...ports))
 
 describe(`closing node-redis clients on ${flavor}`, () => {
   it.live("a client destroyed while it connects leaves no socket open", () =>
@@ -70,6 +71,32 @@ describe(`closing node-redis clients on ${flavor}`, () => {
       )
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(yield* settledSocketsTo(server.port), 0)
+    })
+  )
+})
+
+describe(`closing a cluster client on ${flavor}`, () => {
+  // With `minimizeConnections` (as the lock's Cluster backend connects) node-redis opens a node's
+  // connection on the first command for it; closing the client must not leave that attempt behind.
+  it.live("a cluster client closed while it opens node connections leaves no socket open", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 0, nodeTimeoutMillis: 8_000 })
+      const ports = topology.rootNodes.map(({ port }) => port)
+      const options = { rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })) }
+      for (const inFlight of ["commands", "sharded subscriptions"] as const) {
+        const scope = yield* Scope.make()
+        const cluster = yield* Cluster.connect(options, 5_000).pipe(Scope.provide(scope))
+        // Keys and channels on every master: each master's connection starts opening in this tick.
+        for (let i = 0; i < 30; i++) {
+          const started =
+            inFlight === "commands"
+              ? cluster.sendCommand(`k${i}`, false, ["PTTL", `k${i}`], { timeout: 1_000 })
+              : cluster.sSubscribe(`c${i}`, () => {})
+          started.catch(() => {})
+        }
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(yield* settledSocketsTo(...ports), 0, `closed with ${inFlight} in flight`)
+      }
     })
   )
 })

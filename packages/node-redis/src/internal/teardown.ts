@@ -25,13 +25,21 @@ const destroyQuietly = (client: Destroyable): void => {
 }
 
 /**
+ * Destroys `client` whenever it reports a connection from now on, without touching it now: for a
+ * client that something else is about to close (a cluster client's node connections, which its own
+ * `close()` visits), so that an attempt in flight cannot outlive that close. Safe to call twice.
+ */
+export const destroyOnLateConnect = (client: Destroyable): void => {
+  if (watched.has(client)) return
+  watched.add(client)
+  client.on("connect", () => destroyQuietly(client))
+}
+
+/**
  * Destroys `client` now, and again if a connection it was opening completes afterwards. Safe on a
  * client that is connecting, ready, reconnecting, closing or closed, and safe to call twice.
  */
 export const destroyForGood = (client: Destroyable): void => {
-  if (!watched.has(client)) {
-    watched.add(client)
-    client.on("connect", () => destroyQuietly(client))
-  }
+  destroyOnLateConnect(client)
   destroyQuietly(client)
 }
