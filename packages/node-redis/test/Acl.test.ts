@@ -27,7 +27,8 @@ type BackendLayer = Layer.Layer<LockBackend, unknown>
 /** A client over its own backend, which lives in the caller's scope (built, not provided: provide would close it). */
 const clientOf = (backend: () => BackendLayer, replicaAcknowledgement: boolean) =>
   Effect.flatMap(Layer.build(backend()), (context) =>
-    Lock.make({ namespace, leaseDuration: "600 millis", replicaAcknowledgement }).pipe(Effect.provide(context))
+    // Renewed every 333 ms, so the 450 ms bodies need a renewal; 1 s rides out a stall under load.
+    Lock.make({ namespace, leaseDuration: "1 second", replicaAcknowledgement }).pipe(Effect.provide(context))
   )
 
 const cycle = (backend: () => BackendLayer, replicaAcknowledgement: boolean) =>

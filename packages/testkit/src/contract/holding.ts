@@ -213,7 +213,8 @@ export const holding = (it: It): void => {
   it.effect("exclusion: concurrent read-sleep-write increments never overlap and none is lost", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "500 millis" })
+      // Bodies are short; the lease only has to outlast a scheduling stall under a loaded CI machine.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
       const counter = `${lock.namespace}:counter`
       const recorder = overlapRecorder()
       const increment = (client: Lock.LockClient<string>) =>
@@ -230,7 +231,7 @@ export const holding = (it: It): void => {
       yield* Effect.forEach(
         Array.from({ length: workers }),
         () =>
-          Effect.flatMap(Lock.make({ namespace: lock.namespace, leaseDuration: "500 millis" }), (client) =>
+          Effect.flatMap(Lock.make({ namespace: lock.namespace, leaseDuration: "2 seconds" }), (client) =>
             Effect.repeat(increment(client), { times: perWorker - 1 })
           ),
         { concurrency: "unbounded", discard: true }
@@ -246,9 +247,10 @@ export const holding = (it: It): void => {
       const control = yield* ServerControl
       const namespace = uniqueNamespace()
       // Leases short enough that a key handed on (a transfer, where the backend has one) must be
-      // renewed when a body outlives it.
-      const busy = yield* Lock.make({ namespace, leaseDuration: "600 millis" })
-      const lone = yield* Lock.make({ namespace, leaseDuration: "600 millis" })
+      // renewed when a body outlives it, and long enough (1 s, renewed every 333 ms) to ride out a
+      // scheduling stall on a loaded CI machine.
+      const busy = yield* Lock.make({ namespace, leaseDuration: "1 second" })
+      const lone = yield* Lock.make({ namespace, leaseDuration: "1 second" })
       const recorder = overlapRecorder()
       const fences: Array<number> = []
       const turns = { busy: 0, lone: 0 }
@@ -258,7 +260,7 @@ export const holding = (it: It): void => {
           fences.push(yield* Lease.fencingToken)
           // Two bodies in a row outlive their lease: with the other client waiting, the busy client
           // alternates one acquisition and two transfers, so at least one of them holds a key handed on.
-          yield* Effect.sleep(who === "busy" && (turns.busy === 4 || turns.busy === 5) ? 700 : 2)
+          yield* Effect.sleep(who === "busy" && (turns.busy === 4 || turns.busy === 5) ? 1_100 : 2)
           turns[who]++
           yield* recorder.exit
         })

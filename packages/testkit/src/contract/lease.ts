@@ -104,12 +104,13 @@ export const lease = (it: It): void => {
   it.effect("L4. renewals leave the token unchanged", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      // Renewed every 200 ms; a shorter lease lost renewals to scheduling delays on a loaded machine.
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "600 millis" })
+      // Renewed every 333 ms. Shorter leases can lose a renewal to a scheduling stall when CI runs
+      // every topology at once on two cores (a 400 ms lease did, in contract test 5).
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
       const fenceKey = LockScripts.fenceKey(redisKey(lock.namespace, "long"))
       const [before, after, onServer] = yield* Effect.gen(function* () {
         const before = yield* Lease.fencingToken
-        yield* Effect.sleep("1500 millis")
+        yield* Effect.sleep("2500 millis")
         return [before, yield* Lease.fencingToken, yield* control.get(fenceKey)] as const
       }).pipe(lock.withLock("long", { waitTimeout: "2 seconds" }))
       assert.strictEqual(after, before)
@@ -142,13 +143,13 @@ export const lease = (it: It): void => {
   it.effect("L6. Lock.acquire holds the lock, renewed, until the scope closes, then releases it", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
-      // As in L4: 600 ms leases ride out scheduling delays on a loaded machine.
-      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "600 millis" })
+      // As in L4: a 1 s lease rides out scheduling stalls on a loaded machine.
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
       const key = redisKey(lock.namespace, "scoped")
       const token = yield* Effect.scoped(
         Effect.gen(function* () {
           const lease = yield* lock.acquire("scoped", { waitTimeout: "2 seconds" })
-          yield* Effect.sleep("1500 millis")
+          yield* Effect.sleep("2200 millis")
           assert.isAbove(yield* control.pttl(key), 0, "renewed past two leases")
           yield* lease.check
           yield* lease.ensure
