@@ -12,11 +12,27 @@ import { destroyForGood } from "../src/internal/teardown.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
-/** The sockets of this process connected to any of `ports` (other tests' servers use other ports). */
+/**
+ * The sockets of this process connected to any of `ports` that keep it alive (Node does not list
+ * unreferenced handles). Other tests' servers use other ports.
+ */
 const socketsTo = (...ports: ReadonlyArray<number>): number =>
   (process as unknown as { _getActiveHandles: () => Array<{ remotePort?: number }> })
     ._getActiveHandles()
     .filter((handle) => handle.remotePort !== undefined && ports.includes(handle.remotePort)).length
+
+/**
+ * The client connections a server holds, the test kit's own included: a connection that was only
+ * unreferenced on our side still shows here.
+ */
+const serverConnections = (server: RedisServer.RedisServer) =>
+  Effect.map(
+    server.command("CLIENT", "LIST", "TYPE", "normal"),
+    (list) =>
+      String(list)
+        .split("\n")
+        .filter((line) => line.trim().length > 0).length
+  )
 
 /** Lets a connection attempt in flight finish (or fail), then counts what is left open. */
 const settledSocketsTo = (...ports: ReadonlyArray<number>) => Effect.map(Effect.sleep(300), () => socketsTo(...ports))
@@ -25,6 +41,7 @@ describe(`closing node-redis clients on ${flavor}`, () => {
   it.live("a client destroyed while it connects leaves no socket open", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: flavor! })
+      const before = yield* serverConnections(server)
       const client = createClient({ url: server.url, socket: { reconnectStrategy: false } })
       client.on("error", () => {})
       const connecting = client.connect().then(
@@ -35,7 +52,9 @@ describe(`closing node-redis clients on ${flavor}`, () => {
       destroyForGood(client)
       yield* Effect.promise(() => connecting)
       assert.strictEqual(yield* settledSocketsTo(server.port), 0)
-      assert.isFalse(client.isReady)
+      assert.strictEqual(yield* serverConnections(server), before, "closed, not just unreferenced")
+      // (`isReady` is no witness: node-redis 5 sets it after a handshake on a socket already destroyed.)
+      assert.isFalse(client.isOpen)
     })
   )
 
@@ -52,6 +71,8 @@ describe(`closing node-redis clients on ${flavor}`, () => {
       client.close().catch(() => {})
       assert.isFalse(client.isOpen)
       destroyForGood(client)
+      // node-redis 6 destroys it; node-redis 5 refuses to, and its socket is unreferenced instead
+      // (teardown.ts): either way no socket keeps the process alive.
       assert.strictEqual(yield* settledSocketsTo(server.port), 0)
     })
   )
@@ -60,6 +81,7 @@ describe(`closing node-redis clients on ${flavor}`, () => {
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: flavor! })
       const address = `127.0.0.1:${server.port}`
+      const before = yield* serverConnections(server)
       const scope = yield* Scope.make()
       const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} }).pipe(Scope.provide(scope))
       // The first use starts connecting at once; the pool's scope closes before the socket connects.
@@ -71,6 +93,7 @@ describe(`closing node-redis clients on ${flavor}`, () => {
       )
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(yield* settledSocketsTo(server.port), 0)
+      assert.strictEqual(yield* serverConnections(server), before, "closed, not just unreferenced")
     })
   )
 })
@@ -83,7 +106,11 @@ describe(`closing a cluster client on ${flavor}`, () => {
       const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 0, nodeTimeoutMillis: 8_000 })
       const ports = topology.rootNodes.map(({ port }) => port)
       const options = { rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })) }
+      const connections = Effect.map(Effect.forEach(topology.nodes, serverConnections), (counts) =>
+        counts.reduce((sum, count) => sum + count, 0)
+      )
       for (const inFlight of ["commands", "sharded subscriptions"] as const) {
+        const before = yield* connections
         const scope = yield* Scope.make()
         const cluster = yield* Cluster.connect(options, 5_000).pipe(Scope.provide(scope))
         // Keys and channels on every master: each master's connection starts opening in this tick.
@@ -96,6 +123,7 @@ describe(`closing a cluster client on ${flavor}`, () => {
         }
         yield* Scope.close(scope, Exit.void)
         assert.strictEqual(yield* settledSocketsTo(...ports), 0, `closed with ${inFlight} in flight`)
+        assert.strictEqual(yield* connections, before, `closed with ${inFlight} in flight, not just unreferenced`)
       }
     })
   )

@@ -7,7 +7,14 @@ import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
 import { connectScoped } from "./scopedClient.ts"
 import { slotOf } from "./slot.ts"
-import { destroyForGood, destroyOnLateConnect } from "./teardown.ts"
+import {
+  attemptGraceMillis,
+  attemptSettled,
+  type Destroyable,
+  destroyForGood,
+  destroyOnLateConnect,
+  type Settling
+} from "./teardown.ts"
 import type { HostPort } from "./address.ts"
 
 type Cluster = ReturnType<typeof createCluster>
@@ -55,18 +62,25 @@ const unserved = (key: string, slot: number): LockRedisError =>
  *   node connection still being opened when the close runs (a command or a refresh in flight) is not
  *   cancelled by node-redis, finishes connecting after the close and stays open (reproduced: each
  *   close with commands in flight left one socket per master).
+ * - The close waits (up to `attemptGraceMillis`) for those attempts to report first: node-redis 5
+ *   orphans the socket of an attempt that a `close()` overtakes, beyond any later destroy.
  */
 const closeNodesForGood = (cluster: Cluster): Effect.Effect<void> =>
-  Effect.sync(() => {
+  Effect.suspend(() => {
     const masters = new Set<unknown>(cluster.masters)
+    const others: Array<Destroyable & Settling> = []
     for (const node of cluster.nodeByAddress.values()) {
-      if (node.client !== undefined) destroyOnLateConnect(node.client)
+      if (node.client !== undefined) others.push(node.client)
       if (!("pubSub" in node) || node.pubSub === undefined) continue
-      if (masters.has(node)) destroyOnLateConnect(node.pubSub.client)
+      if (masters.has(node)) others.push(node.pubSub.client)
       else destroyForGood(node.pubSub.client)
     }
-    const pubSub = cluster.pubSubNode
-    if (pubSub !== undefined) destroyOnLateConnect(pubSub.client)
+    if (cluster.pubSubNode !== undefined) others.push(cluster.pubSubNode.client)
+    others.forEach(destroyOnLateConnect)
+    return Effect.promise(() => Promise.all(others.map(attemptSettled))).pipe(
+      Effect.timeoutOption(attemptGraceMillis),
+      Effect.asVoid
+    )
   })
 
 /** Connects the cluster client (bounded) and closes it with the scope. */

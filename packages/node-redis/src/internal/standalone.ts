@@ -28,13 +28,15 @@ type Client = ReturnType<typeof createClient>
 /** What the lock needs of a client's duplicate, which it owns and uses as the wake-up subscriber. */
 export interface SubscriberClient {
   on(event: "error", listener: (error: unknown) => void): unknown
-  on(event: "connect", listener: () => void): unknown
+  on(event: "connect" | "reconnecting", listener: () => void): unknown
   connect(): Promise<unknown>
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>
   unsubscribe(channel: string): Promise<unknown>
   close(): Promise<unknown>
   destroy(): void
+  unref(): void
   readonly isOpen: boolean
+  readonly isReady: boolean
 }
 
 /** What the lock needs of a connected client it shares: commands, and a duplicate to subscribe with. */
