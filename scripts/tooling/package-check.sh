@@ -7,7 +7,9 @@
 #      project outside the workspace, and runs a plain JavaScript program with plain `node` against a
 #      redis-server it starts (consumer/main.mjs), and the installed `sage-lock` executable;
 #   4. type-checks a TypeScript program and every example (README.md, docs/, `@example` blocks of
-#      the published sources; see examples.ts) under NodeNext and under Bundler, both strict.
+#      the published sources; see examples.ts) under NodeNext and under Bundler, both strict;
+#   5. runs the program and the NodeNext type-check again with the oldest `redis` the backend's peer
+#      range accepts.
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -101,6 +103,17 @@ tsc="$root/node_modules/.bin/tsc"
 echo "NodeNext: ok"
 "$tsc" -p "$app/tsconfig.bundler.json"
 echo "Bundler: ok"
+
+# The peer range's lower bound is a claim too: the oldest node-redis it accepts runs the same program
+# and type-checks the same examples (node-redis 5.0 lacks the error classes the backend imports, and
+# before 5.7 its command options have no `timeout`, so the shared-client layers do not type-check).
+redis_oldest=$(node -p 'require("./packages/node-redis/package.json").peerDependencies.redis.match(/>=\s*([0-9][0-9.]*)/)[1]')
+step "the same program and type-check against the oldest node-redis the peer range accepts (redis@$redis_oldest)"
+(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "redis@$redis_oldest")
+(cd "$app" && node -e 'if (require("redis/package.json").version !== process.argv[1]) process.exit(1)' "$redis_oldest")
+(cd "$app" && node main.mjs)
+"$tsc" -p "$app/tsconfig.nodenext.json"
+echo "NodeNext with redis@$redis_oldest: ok"
 
 step "type-check the test kit's examples in the workspace (the kit is private, never packed)"
 kit="$root/.tmp/examples-testkit"
