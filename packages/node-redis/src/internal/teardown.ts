@@ -27,6 +27,10 @@ export interface Destroyable {
 
 const watched = new WeakSet<Destroyable>()
 
+/** Whether a connection attempt is in flight: open (not closed by anyone) but not ready yet. */
+const connecting = (client: { readonly isOpen: boolean; readonly isReady: boolean }): boolean =>
+  client.isOpen && !client.isReady
+
 const destroyQuietly = (client: Destroyable): void => {
   try {
     client.destroy()
@@ -64,7 +68,7 @@ export const attemptGraceMillis = 1_000
  */
 export const destroyForGood = (client: Destroyable): void => {
   destroyOnLateConnect(client)
-  if (client.isOpen && !client.isReady) {
+  if (connecting(client)) {
     // Connecting: the watcher destroys it when the attempt reports. An attempt that reports neither
     // (a handshake a stalled server never answers, a connect that hangs) is destroyed after a grace.
     setTimeout(() => destroyQuietly(client), attemptGraceMillis).unref()
@@ -90,7 +94,7 @@ const settlingEvents = ["connect", "reconnecting", "error", "end"] as const
  * `attemptGraceMillis`.
  */
 export const attemptSettled = (client: Settling): Promise<void> =>
-  client.isOpen && !client.isReady
+  connecting(client)
     ? new Promise<void>((resolve) => {
         for (const event of settlingEvents) client.on(event, () => resolve())
       })
