@@ -6,8 +6,26 @@ import { LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./classify.ts"
 import * as Scripts from "./scripts.ts"
 
-/** Sends one command with its own timeout in milliseconds. */
-export type Send = (args: ReadonlyArray<string>, timeoutMillis: number) => Effect.Effect<unknown, LockRedisError>
+/**
+ * Sends one command with its own timeout in milliseconds. A way of sending over a node-redis client
+ * also runs whole scripts in one step (`script`, see `scriptWithin`).
+ */
+export interface Send {
+  (args: ReadonlyArray<string>, timeoutMillis: number): Effect.Effect<unknown, LockRedisError>
+  readonly script?: ScriptCall | undefined
+}
+
+/** Reads a script's reply: the value, or the failure the reply means. Plain code, no Effect. */
+export type Parse<A> = (reply: unknown) => Result.Result<A, LockRedisError>
+
+/** Runs a lock script (`EVALSHA`, then `EVAL` on `NOSCRIPT`) and parses its reply. */
+export type ScriptCall = <A>(
+  script: Scripts.Script,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+  timeoutMillis: number,
+  parse: Parse<A>
+) => Effect.Effect<A, LockRedisError>
 
 /** What `sendWithin` needs of a node-redis client (a standalone client or a pooled connection). */
 export interface CommandClient {
@@ -77,6 +95,62 @@ export const sendWithin = (
   })
 
 /**
+ * A lock script on one client, in one step: `EVALSHA`, `EVAL` if the server answers `NOSCRIPT`, and
+ * `parse`, all inside one callback, within `timeoutMillis` in all (the `EVAL` does not get a second
+ * budget). Same rules as `sendWithin`. This is every lock call's path: the composed form
+ * (`runScript` and a parse step) costs two more Effect steps per command, which at tens of thousands
+ * of commands a second show up as client CPU (docs/benchmarks.md, session 13).
+ */
+export const scriptWithin = <A>(
+  client: CommandClient,
+  script: Scripts.Script,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+  timeoutMillis: number,
+  parse: Parse<A>
+): Effect.Effect<A, LockRedisError> =>
+  Effect.callback<A, LockRedisError>((resume) => {
+    const millis = Math.max(1, Math.ceil(timeoutMillis))
+    let done = false
+    const timer = setTimeout(() => {
+      done = true
+      resume(Effect.fail(noReply("EVALSHA", millis)))
+    }, millis)
+    const settle = (outcome: Result.Result<A, LockRedisError>) => {
+      done = true
+      clearTimeout(timer)
+      resume(Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure))
+    }
+    const onReply = (reply: unknown) => {
+      if (!done) settle(parse(reply))
+    }
+    const send = (command: "EVALSHA" | "EVAL"): void => {
+      client
+        .sendCommand(Scripts.evalArgs(command, script, keys, args), noClientTimeout)
+        .then(onReply, (error: unknown) => {
+          if (done) return
+          const failure = classify(command, error)
+          if (command === "EVALSHA" && failure.code === "NOSCRIPT") send("EVAL")
+          else settle(Result.fail(failure))
+        })
+    }
+    send("EVALSHA")
+    return Effect.sync(() => {
+      done = true
+      clearTimeout(timer)
+    })
+  })
+
+/** The way of sending over one node-redis client: single commands, and scripts in one step. */
+export const sendOver = (client: CommandClient): Send => {
+  const send = (args: ReadonlyArray<string>, timeoutMillis: number) =>
+    sendWithin(client, args as Array<string>, timeoutMillis)
+  const script: ScriptCall = (script, keys, args, timeoutMillis, parse) =>
+    scriptWithin(client, script, keys, args, timeoutMillis, parse)
+  return Object.assign(send, { script })
+}
+
+/**
  * Sends several commands at once, in order, on one connection (they go out in one write), each
  * bounded by the same `timeoutMillis`, and answers every command's outcome, in order. Same rules as
  * `sendWithin`; one timer for the batch instead of one per command and no fiber per command: this
@@ -137,6 +211,28 @@ export const runScript = (
     )
   )
 
+/**
+ * `runScript` and `parse` in one: over a node-redis client in one step (`Send.script`), otherwise
+ * composed.
+ */
+export const runScriptAs = <A>(
+  send: Send,
+  script: Scripts.Script,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+  timeoutMillis: number,
+  parse: Parse<A>
+): Effect.Effect<A, LockRedisError> =>
+  send.script !== undefined
+    ? send.script(script, keys, args, timeoutMillis, parse)
+    : Effect.flatMap(runScript(send, script, keys, args, timeoutMillis), (reply) => {
+        const outcome = parse(reply)
+        return Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure)
+      })
+
+/** A script's reply that is `1` for yes. */
+export const isOne: Parse<boolean> = (reply) => Result.succeed(reply === 1)
+
 export const unexpected = (command: string, reply: unknown): LockRedisError =>
   new LockRedisError({
     command,
@@ -152,18 +248,24 @@ export const replicatedFailure = (code: string, reply: string, mayHaveExecuted: 
   new LockRedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
 
 /** Reads the acquire script's reply: `{1, fence}` acquired, `{0, pttl}` busy. */
-export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, LockRedisError> => {
+export const readAcquire: Parse<AcquireReply> = (reply) => {
   if (Array.isArray(reply) && reply[0] === 1 && typeof reply[1] === "number") {
-    return Effect.succeed({ _tag: "Acquired", fence: reply[1] })
+    return Result.succeed({ _tag: "Acquired", fence: reply[1] })
   }
   if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "number") {
-    return Effect.succeed(
+    return Result.succeed(
       typeof reply[2] === "number"
         ? { _tag: "Busy", remainingMillis: reply[1], fenceFloor: reply[2] }
         : { _tag: "Busy", remainingMillis: reply[1] }
     )
   }
-  return Effect.fail(unexpected("acquire", reply))
+  return Result.fail(unexpected("acquire", reply))
+}
+
+/** `readAcquire` as an Effect. */
+export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, LockRedisError> => {
+  const outcome = readAcquire(reply)
+  return Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure)
 }
 
 /** The transfer script's reply: `{1, fence, others}` or `{0}`. */

@@ -11,11 +11,13 @@ import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
 import {
   type CommandClient,
-  parseAcquire,
+  isOne,
   parseTransfer,
+  readAcquire,
   runScript,
+  runScriptAs,
   type Send,
-  sendWithin,
+  sendOver,
   unexpected
 } from "./commands.ts"
 import * as Scripts from "./scripts.ts"
@@ -109,10 +111,7 @@ export const connect = (
 /** At most this many leases go into one `renewAll` script: a long script blocks the server. */
 export const renewChunk = 500
 
-const sendOn =
-  (client: SharedClient): Send =>
-  (args, timeoutMillis) =>
-    sendWithin(client, args as Array<string>, timeoutMillis)
+const sendOn = (client: SharedClient): Send => sendOver(client)
 
 /**
  * The backend over connected standalone clients: every operation is one script on the pipelined
@@ -229,9 +228,12 @@ export const backendOver = (options: {
       description: options.description,
       ordered: options.ordered === true,
       acquire: (request) =>
-        Effect.flatMap(
-          runScript(sendFor(request.key), Scripts.acquire, ...Scripts.acquireCall(request), request.timeoutMillis),
-          parseAcquire
+        runScriptAs(
+          sendFor(request.key),
+          Scripts.acquire,
+          ...Scripts.acquireCall(request),
+          request.timeoutMillis,
+          readAcquire
         ),
       renew: (request) =>
         Effect.map(
@@ -282,14 +284,12 @@ export const backendOver = (options: {
           parseTransfer
         ),
       release: (request) =>
-        Effect.map(
-          runScript(
-            sendFor(request.key),
-            Scripts.release,
-            ...Scripts.releaseCall(request, "PUBLISH"),
-            request.timeoutMillis
-          ),
-          (reply) => reply === 1
+        runScriptAs(
+          sendFor(request.key),
+          Scripts.release,
+          ...Scripts.releaseCall(request, "PUBLISH"),
+          request.timeoutMillis,
+          isOne
         ),
       check: (request) =>
         Effect.map(
