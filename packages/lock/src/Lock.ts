@@ -26,6 +26,7 @@ import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
@@ -161,6 +162,10 @@ export interface LockClient<K> {
  */
 export class Lock extends Context.Service<Lock, LockClient<string>>()("@sage/lock/Lock") {}
 
+// What `runLocked` answers for a busy lock: `tryWithLock` reports it; `withLock` waits, so never sees it.
+const busyOutcome: Effect.Effect<Option.Option<never>> = Effect.succeed(Option.none())
+const waitingIsNeverBusy: Effect.Effect<never> = Effect.die(new Error("a waiting lock call found the lock busy"))
+
 /**
  * Builds a lock client for keys of type `K` over the `LockBackend` in context.
  *
@@ -226,25 +231,36 @@ export const make: <K = string>(
         if (Result.isFailure(waitMillis)) return Effect.fail(waitMillis.failure)
         const redisKey = Locked.encodeKey(codec, settings.namespace, key)
         if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
-        const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
+        const clock = fiber.getRef(Clock.Clock)
+        const startedAt = monotonicMillis(clock)
         const deadline = startedAt + waitMillis.success
-        return traced(fiber, "Lock.withLock", redisKey.success, (trace) =>
-          Effect.map(
-            shared.queue.withTurn(
-              redisKey.success,
-              "wait",
-              waitMillis.success,
-              (waitedBehind, passTurn, grant) =>
-                Locked.runLocked(
-                  shared,
-                  { key: redisKey.success, startedAt, deadline, mode: "wait", waitedBehind, trace, passTurn, grant },
-                  body
-                ),
-              // Another fiber of this client held or waited for the key the whole time.
-              timedOutBehind(redisKey.success, startedAt, trace)
-            ),
-            // "wait" mode never yields None: a busy lock is retried until TimedOut.
-            Option.getOrThrow
+        return traced(fiber, "Lock.withLock", redisKey.success, (trace, context) =>
+          shared.queue.withTurn(
+            redisKey.success,
+            "wait",
+            waitMillis.success,
+            (waitedBehind, passTurn, grant, restore) =>
+              Locked.runLocked(
+                shared,
+                {
+                  key: redisKey.success,
+                  startedAt,
+                  deadline,
+                  mode: "wait",
+                  waitedBehind,
+                  trace,
+                  passTurn,
+                  grant,
+                  clock,
+                  context
+                },
+                body,
+                identity,
+                waitingIsNeverBusy,
+                restore
+              ),
+            // Another fiber of this client held or waited for the key the whole time.
+            timedOutBehind(redisKey.success, startedAt, trace)
           )
         )
       }),
@@ -252,13 +268,14 @@ export const make: <K = string>(
       Effect.withFiber((fiber) => {
         const redisKey = Locked.encodeKey(codec, settings.namespace, key)
         if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
-        const startedAt = monotonicMillis(fiber.getRef(Clock.Clock))
-        return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace) =>
+        const clock = fiber.getRef(Clock.Clock)
+        const startedAt = monotonicMillis(clock)
+        return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace, context) =>
           shared.queue.withTurn(
             redisKey.success,
             "try",
             0,
-            (_, passTurn) =>
+            (_, passTurn, _grant, restore) =>
               Locked.runLocked(
                 shared,
                 {
@@ -268,9 +285,14 @@ export const make: <K = string>(
                   mode: "try",
                   waitedBehind: false,
                   trace,
-                  passTurn
+                  passTurn,
+                  clock,
+                  context
                 },
-                body
+                body,
+                Option.some,
+                busyOutcome,
+                restore
               ),
             // Another fiber of this client holds or waits for the key: busy, counted as such.
             Effect.suspend(() => {

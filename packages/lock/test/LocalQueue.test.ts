@@ -5,6 +5,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Scheduler from "effect/Scheduler"
 import { TestClock } from "effect/testing"
 import * as Lock from "../src/Lock.ts"
 import { type Backend, LockBackend } from "../src/LockBackend.ts"
@@ -103,6 +104,34 @@ describe("in-process turns: interruption, order and what a timeout reports", () 
       // The turn was not lost with the interrupted waiter.
       assert.strictEqual(yield* lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("free")), "free")
     })
+  )
+
+  it.effect("an interruption at any step of a call leaves neither the key's turn nor the lock taken", () =>
+    Effect.gen(function* () {
+      const lock = yield* Lock.make({ leaseDuration: "30 seconds" })
+      const other = yield* Lock.make({ leaseDuration: "30 seconds" })
+      // The caller yields to the scheduler every three steps, so the test's own yields let it
+      // advance a little at a time: interrupting after `yields` yields interrupts it at every point
+      // of a call, such as between taking the key's turn and arranging to hand it on, or between
+      // the acquisition's success and the end of its interruptible part.
+      let interruptedMidway = 0
+      for (let yields = 0; yields < 60; yields++) {
+        const key = `k${yields}`
+        const fiber = yield* Effect.forkChild(
+          lock
+            .withLock(key, { waitTimeout: "1 second" })(Effect.void)
+            .pipe(Effect.provideService(Scheduler.MaxOpsBeforeYield, 3))
+        )
+        for (let i = 0; i < yields; i++) yield* Effect.yieldNow
+        if (fiber.pollUnsafe() === undefined) interruptedMidway++
+        yield* Fiber.interrupt(fiber)
+        const where = `interrupted after ${yields} yields`
+        // Another client sees the lock free (released), and so does this one (its turn passed on).
+        assert.deepStrictEqual(yield* other.tryWithLock(key)(Effect.succeed("free")), Option.some("free"), where)
+        assert.deepStrictEqual(yield* lock.tryWithLock(key)(Effect.succeed("free")), Option.some("free"), where)
+      }
+      assert.isAbove(interruptedMidway, 10, "the calls were interrupted at many points, not only before or after")
+    }).pipe(Effect.provide(MemoryBackend.layer))
   )
 
   it.effect("tryWithLock cannot slip in between a release and the waiting fiber it hands the turn to", () =>

@@ -12,7 +12,6 @@
 // other lease.
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { AcquireReply, Backend, Granted, LeaseRequest } from "../LockBackend.ts"
@@ -68,8 +67,10 @@ export interface AcquireParams {
   readonly hasSuccessor: () => boolean
   /** The call's span, when traced: attempts and waits are recorded on it. */
   readonly trace?: CallTrace | undefined
-  /** Told how the acquisition ended, and when (monotonic ms), in the caller's fiber context (metrics). */
-  readonly settled?: (context: Context.Context<never>, exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
+  /** The clock of the calling fiber, read directly on the hot path (an Effect step per read costs). */
+  readonly clock: Clock.Clock
+  /** Told how the acquisition ended, and when (monotonic ms). */
+  readonly settled?: (exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
 }
 
 /** Backoff while waiting for a busy lock: 10 ms doubling up to 1 s (or a fifth of the lease). */
@@ -89,160 +90,163 @@ const registrationMillis = (policy: BackoffPolicy): number => 2 * policy.capMill
 /**
  * Attempts until acquired, busy (`try`), the deadline, or a permanent failure. Written as a chain
  * of plain continuations rather than a generator: the uncontended case is one backend call.
+ *
+ * The acquisition starts when this is called (its first attempt's send time is read here), so call
+ * it when the returned effect is to run at once, once: a locked call does, at its start.
  */
-export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
-  Effect.suspend(() => {
-    const { backend, key, settings, token, deadline } = params
-    const usable = settings.usableLeaseMillis
-    let uncertain = params.uncertain === true
-    let attempts = 0
-    let lastError: LockRedisError | undefined
-    let lastBusy = params.waitedBehind
-    let policy: BackoffPolicy | undefined
-    const wakeups = params.mode === "wait" && params.waiterId !== undefined ? backend.wakeups : undefined
-    const waiter =
-      wakeups === undefined
-        ? undefined
-        : { id: params.waiterId!, ttlMillis: registrationMillis((policy = waitPolicy(settings))) }
-    let registered = false
-    // The send time of the last busy attempt that registered the waiter, and the highest fence
-    // issued before it ran: a grant is relied on only if it is newer than both.
-    let busySentAt = 0
-    let fenceFloor: number | undefined
-    const request = (timeoutMillis: number): LeaseRequest => ({
-      key,
-      token,
-      leaseMillis: settings.leaseMillis,
-      timeoutMillis,
-      acknowledge: settings.replicaAcknowledgement,
-      waiter
-    })
-    const lost = (reason: "expired" | "not-master") =>
-      new LockLost({ key, namespace: settings.namespace, phase: "acquire", reason, bodyCompleted: false })
-
-    const timedOut = withNow((end) =>
-      Effect.fail(
-        new TimedOut({
-          key,
-          namespace: settings.namespace,
-          waitedMillis: Math.round(end - params.startedAt),
-          attempts,
-          reason: lastBusy ? "busy" : lastError?.code === "UNACKNOWLEDGED" ? "unacknowledged" : "unavailable",
-          ...(lastError === undefined || lastBusy ? {} : { lastError })
-        })
-      )
-    )
-
-    const retryAfter = (
-      holderRemainingMillis?: number
-    ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
-      withNow((now) => {
-        policy ??= waitPolicy(settings)
-        if (wakeups !== undefined && registered) {
-          // Registered at the server: wait until a release names this waiter, polling only as a
-          // safety net (the exponent 30 means "at the cap").
-          return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) => {
-            event(params.trace, "lock.wait", { "lock.wait.until": "wake-up", "lock.wait.max_ms": delay })
-            return Effect.flatMap(wakeups.await(key, waiter!.id, delay), (woken) =>
-              typeof woken === "object" ? granted(woken) : attempt
-            )
-          })
-        }
-        return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) => {
-          event(params.trace, "lock.wait", { "lock.wait.until": "backoff", "lock.wait.max_ms": delay })
-          return Effect.andThen(Effect.sleep(delay), attempt)
-        })
-      })
-
-    // A release handed the key to this waiter. It holds it from the release until the grant's window
-    // ends, so from `busySentAt` (earlier) for as long, if the grant is not an old one (its fence is
-    // above the floor). Taken only with time to renew it; otherwise an attempt takes the key with a
-    // full lease (the acquire script converts a grant to its waiter), as it does when the message
-    // came before the busy reply or a grant is in doubt.
-    const granted = (grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
-      withNow((now) => {
-        const fresh = fenceFloor !== undefined && grant.fence > fenceFloor
-        if (!fresh || now >= busySentAt + usableLeaseMillis(grant.leaseMillis) - grant.leaseMillis / 3) return attempt
-        event(params.trace, "lock.attempt", grantedAttempt)
-        return Effect.succeed<AcquireOutcome>({
-          _tag: "Held",
-          lease: { key, token: grant.token, sentAt: busySentAt, fence: grant.fence, leaseMillis: grant.leaseMillis }
-        })
-      })
-
-    const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> = withNow((sentAt) => {
-      const remaining = deadline - sentAt
-      if (remaining <= 0) return timedOut
-      attempts++
-      // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
-      fenceFloor = undefined
-      const before = uncertain
-      uncertain = true
-      // A grant that takes longer than the usable lease could not be relied on anyway.
-      const attemptMillis = Math.min(remaining, usable)
-      return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
-        onFailure: (error) => {
-          event(params.trace, "lock.attempt", { "lock.attempt": attempts, "lock.attempt.result": error.code })
-          if (!error.mayHaveExecuted) uncertain = before
-          if (!error.retryable) return Effect.fail(error)
-          // A bare timeout after a busy reply says nothing new about the server, so it does not
-          // turn a "busy" timeout into an "unavailable" one.
-          if (!(lastBusy && error.kind === "timeout")) {
-            lastError = moreInformative(lastError, error)
-            lastBusy = false
-          }
-          return retryAfter()
-        },
-        onSuccess: (reply) => {
-          if (params.trace !== undefined) event(params.trace, "lock.attempt", attemptAttributes(attempts, reply))
-          if (reply._tag === "Acquired") {
-            return withNow((receivedAt) => {
-              // The grant arrived after the usable lease was spent: another process may already be
-              // entitled to the key. The body must not start; the cleanup releases our write.
-              if (receivedAt >= sentAt + usable) return Effect.fail(lost("expired"))
-              uncertain = false
-              return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt, fence: reply.fence } })
-            })
-          }
-          // The write landed on a node that is not (or no longer) the master: a failover may drop
-          // it, or grant the key to someone else. The body must not start; cleanup releases it.
-          if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
-          uncertain = false
-          if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
-          lastBusy = true
-          if (waiter !== undefined) {
-            registered = true
-            busySentAt = sentAt
-            fenceFloor = reply.fenceFloor
-          }
-          return retryAfter(reply.remainingMillis)
-        }
-      })
-    })
-
-    return Effect.onExit(attempt, (exit) =>
-      Effect.withFiber((fiber) => {
-        params.settled?.(fiber.context, exit, monotonicMillis(fiber.getRef(Clock.Clock)))
-        if (params.trace !== undefined) annotate(params.trace, outcomeAttributes(exit))
-        return cleanup(exit)
-      })
-    )
-
-    function cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> {
-      if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
-      const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
-      // Giving up: withdraw from the server's line, unless another fiber of this client takes over
-      // the same registration (same waiter id) for this key. Both run at once, so the cleanup stays
-      // within one second in all (one after the other they could take two): each is safe in either
-      // order, since a release wakes the next waiter itself and leaving wakes one only if the key
-      // is free.
-      if (!registered || wakeups === undefined || params.hasSuccessor()) return release
-      return Effect.all([release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis)], {
-        concurrency: "unbounded",
-        discard: true
-      })
-    }
+export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> => {
+  const { backend, key, settings, token, deadline, clock } = params
+  const usable = settings.usableLeaseMillis
+  let uncertain = params.uncertain === true
+  let attempts = 0
+  let lastError: LockRedisError | undefined
+  let lastBusy = params.waitedBehind
+  let policy: BackoffPolicy | undefined
+  const wakeups = params.mode === "wait" && params.waiterId !== undefined ? backend.wakeups : undefined
+  const waiter =
+    wakeups === undefined
+      ? undefined
+      : { id: params.waiterId!, ttlMillis: registrationMillis((policy = waitPolicy(settings))) }
+  let registered = false
+  // The send time of the last busy attempt that registered the waiter, and the highest fence
+  // issued before it ran: a grant is relied on only if it is newer than both.
+  let busySentAt = 0
+  let fenceFloor: number | undefined
+  const request = (timeoutMillis: number): LeaseRequest => ({
+    key,
+    token,
+    leaseMillis: settings.leaseMillis,
+    timeoutMillis,
+    acknowledge: settings.replicaAcknowledgement,
+    waiter
   })
+  const lost = (reason: "expired" | "not-master") =>
+    new LockLost({ key, namespace: settings.namespace, phase: "acquire", reason, bodyCompleted: false })
+
+  const timedOut = withNow((end) =>
+    Effect.fail(
+      new TimedOut({
+        key,
+        namespace: settings.namespace,
+        waitedMillis: Math.round(end - params.startedAt),
+        attempts,
+        reason: lastBusy ? "busy" : lastError?.code === "UNACKNOWLEDGED" ? "unacknowledged" : "unavailable",
+        ...(lastError === undefined || lastBusy ? {} : { lastError })
+      })
+    )
+  )
+
+  const retryAfter = (
+    holderRemainingMillis?: number
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
+    withNow((now) => {
+      policy ??= waitPolicy(settings)
+      if (wakeups !== undefined && registered) {
+        // Registered at the server: wait until a release names this waiter, polling only as a
+        // safety net (the exponent 30 means "at the cap").
+        return Effect.flatMap(nextDelay(policy, 30, deadline - now, holderRemainingMillis), (delay) => {
+          event(params.trace, "lock.wait", { "lock.wait.until": "wake-up", "lock.wait.max_ms": delay })
+          return Effect.flatMap(wakeups.await(key, waiter!.id, delay), (woken) =>
+            typeof woken === "object" ? granted(woken) : attempt
+          )
+        })
+      }
+      return Effect.flatMap(nextDelay(policy, attempts - 1, deadline - now, holderRemainingMillis), (delay) => {
+        event(params.trace, "lock.wait", { "lock.wait.until": "backoff", "lock.wait.max_ms": delay })
+        return Effect.andThen(Effect.sleep(delay), attempt)
+      })
+    })
+
+  // A release handed the key to this waiter. It holds it from the release until the grant's window
+  // ends, so from `busySentAt` (earlier) for as long, if the grant is not an old one (its fence is
+  // above the floor). Taken only with time to renew it; otherwise an attempt takes the key with a
+  // full lease (the acquire script converts a grant to its waiter), as it does when the message
+  // came before the busy reply or a grant is in doubt.
+  const granted = (grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> =>
+    withNow((now) => {
+      const fresh = fenceFloor !== undefined && grant.fence > fenceFloor
+      if (!fresh || now >= busySentAt + usableLeaseMillis(grant.leaseMillis) - grant.leaseMillis / 3) return attempt
+      event(params.trace, "lock.attempt", grantedAttempt)
+      return Effect.succeed<AcquireOutcome>({
+        _tag: "Held",
+        lease: { key, token: grant.token, sentAt: busySentAt, fence: grant.fence, leaseMillis: grant.leaseMillis }
+      })
+    })
+
+  // One attempt, sent now (`sentAt`): the first runs at once, retries through `attempt`.
+  const attemptAt = (sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> => {
+    const remaining = deadline - sentAt
+    if (remaining <= 0) return timedOut
+    attempts++
+    // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
+    fenceFloor = undefined
+    const before = uncertain
+    uncertain = true
+    // A grant that takes longer than the usable lease could not be relied on anyway.
+    const attemptMillis = Math.min(remaining, usable)
+    return Effect.matchEffect(backend.acquire(request(attemptMillis)), {
+      onFailure: (error) => {
+        event(params.trace, "lock.attempt", { "lock.attempt": attempts, "lock.attempt.result": error.code })
+        if (!error.mayHaveExecuted) uncertain = before
+        if (!error.retryable) return Effect.fail(error)
+        // A bare timeout after a busy reply says nothing new about the server, so it does not
+        // turn a "busy" timeout into an "unavailable" one.
+        if (!(lastBusy && error.kind === "timeout")) {
+          lastError = moreInformative(lastError, error)
+          lastBusy = false
+        }
+        return retryAfter()
+      },
+      onSuccess: (reply) => {
+        if (params.trace !== undefined) event(params.trace, "lock.attempt", attemptAttributes(attempts, reply))
+        if (reply._tag === "Acquired") {
+          // The grant arrived after the usable lease was spent: another process may already be
+          // entitled to the key. The body must not start; the cleanup releases our write.
+          if (monotonicMillis(clock) >= sentAt + usable) return Effect.fail(lost("expired"))
+          // `uncertain` stays set: should an interruption end the acquisition before this outcome
+          // is delivered, the cleanup releases the lock. A delivered `Held` needs no cleanup.
+          return Effect.succeed<AcquireOutcome>({ _tag: "Held", lease: { key, token, sentAt, fence: reply.fence } })
+        }
+        // The write landed on a node that is not (or no longer) the master: a failover may drop
+        // it, or grant the key to someone else. The body must not start; cleanup releases it.
+        if (reply._tag === "NotMaster") return Effect.fail(lost("not-master"))
+        uncertain = false
+        if (params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
+        lastBusy = true
+        if (waiter !== undefined) {
+          registered = true
+          busySentAt = sentAt
+          fenceFloor = reply.fenceFloor
+        }
+        return retryAfter(reply.remainingMillis)
+      }
+    })
+  }
+  const attempt: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> = Effect.suspend(() =>
+    attemptAt(monotonicMillis(clock))
+  )
+
+  return Effect.onExit(attemptAt(monotonicMillis(clock)), (exit) => {
+    params.settled?.(exit, monotonicMillis(clock))
+    if (params.trace !== undefined) annotate(params.trace, outcomeAttributes(exit))
+    return cleanup(exit)
+  })
+
+  function cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> {
+    if (Exit.isSuccess(exit) && exit.value._tag === "Held") return Effect.void
+    const release = uncertain ? releaseBounded(backend, request, "abandoned acquisition") : Effect.void
+    // Giving up: withdraw from the server's line, unless another fiber of this client takes over
+    // the same registration (same waiter id) for this key. Both run at once, so the cleanup stays
+    // within one second in all (one after the other they could take two): each is safe in either
+    // order, since a release wakes the next waiter itself and leaving wakes one only if the key
+    // is free.
+    if (!registered || wakeups === undefined || params.hasSuccessor()) return release
+    return Effect.all([release, wakeups.leave(key, waiter!.id, releaseTimeoutMillis)], {
+      concurrency: "unbounded",
+      discard: true
+    })
+  }
+}
 
 const busyOutcome: AcquireOutcome = { _tag: "Busy" }
 

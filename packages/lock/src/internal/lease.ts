@@ -6,7 +6,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { type Handle, Lease } from "../Lease.ts"
+import type { Handle } from "../Lease.ts"
 import type { Backend } from "../LockBackend.ts"
 import { LockLost, type LockRedisError } from "../LockError.ts"
 import type { Renewal, Renewals } from "./renewals.ts"
@@ -81,12 +81,6 @@ export class LeaseHandle implements Handle {
   /** Calls `f` when the lease is lost, telling it whether anyone was waiting on `lost`. */
   whenLost(f: (watched: boolean) => void): void {
     this.onLoss = f
-  }
-
-  /** Gives the body this lease, which the scheduler tracks as `renewal`. */
-  provide<A, E, R>(body: Effect.Effect<A, E, R>, renewal: Renewal): Effect.Effect<A, E, Exclude<R, Lease>> {
-    this.renewal = renewal
-    return Effect.provideService(body, Lease, this)
   }
 
   /** Records that the call released the lease; returns the loss that ended it first, if any. */

@@ -43,6 +43,9 @@ export interface Grant {
   claimed: boolean
 }
 
+/** Runs an effect with the interruptibility of the caller of an uninterruptible region. */
+export type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
 export interface LocalQueue<G extends Grant> {
   /**
    * Runs `f` with the key's turn, waiting at most `budgetMillis` for it (`wait`) or not at all (`try`).
@@ -50,12 +53,17 @@ export interface LocalQueue<G extends Grant> {
    * is given `passTurn`, which hands the turn on before `f` ends (at most once; the turn is passed
    * on, without a grant, when `f` ends otherwise). `onMissed` runs instead when the turn was not had
    * in time (or, for `try`, was taken).
+   *
+   * The turn is taken, and its passing on registered, in one uninterruptible step, so no
+   * interruption can come between them and leave the key's turn taken forever. `f` is called in
+   * that step and runs uninterruptibly too: it gets `restore` (the caller's interruptibility) for
+   * the parts that may be interrupted. This saves it a mask of its own, on every lock call.
    */
   readonly withTurn: <A, E, R>(
     key: string,
     mode: "wait" | "try",
     budgetMillis: number,
-    f: (waited: boolean, passTurn: PassTurn<G>, grant: G | undefined) => Effect.Effect<A, E, R>,
+    f: (waited: boolean, passTurn: PassTurn<G>, grant: G | undefined, restore: Restore) => Effect.Effect<A, E, R>,
     onMissed: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, R>
   /** Whether any fiber holds or waits for the key's turn (tests). */
@@ -135,30 +143,32 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
 
   return {
     withTurn: (key, mode, budgetMillis, f, onMissed) =>
-      Effect.suspend(() => {
+      Effect.uninterruptibleMask((restore) => {
         const turn = turns.get(key)
         if (turn === undefined) {
+          // The key's turn is free: taken now, and passed on when `f` ends, however it ends.
           const mine: Turn<G> = { waiters: [], streak: 0 }
           turns.set(key, mine)
           const passTurn = passOnce(key, mine)
-          return Effect.ensuring(f(false, passTurn, undefined), Effect.sync(passTurn))
-        }
-        if (mode === "try") return onMissed
-        const waiter: Waiter<G> = { handed: false, gone: false, grant: undefined, resume: undefined }
-        return Effect.uninterruptibleMask((restore) =>
-          Effect.flatMap(restore(wait(key, turn, budgetMillis, waiter)), (had) => {
-            if (!had) return restore(onMissed)
-            const passTurn = passOnce(key, turn)
-            const grant = waiter.grant
-            waiter.grant = undefined
-            if (grant === undefined) return Effect.ensuring(restore(f(true, passTurn, grant)), Effect.sync(passTurn))
-            // Interrupted before `f` claimed the grant: it goes on with the turn, or is disposed of.
-            return Effect.ensuring(
-              restore(f(true, passTurn, grant)),
-              Effect.suspend(() => (grant.claimed ? Effect.sync(passTurn) : passOrAbandon(key, grant, passTurn)))
-            )
+          return Effect.onExit(f(false, passTurn, undefined, restore), () => {
+            passTurn()
+            return Effect.void
           })
-        )
+        }
+        if (mode === "try") return restore(onMissed)
+        const waiter: Waiter<G> = { handed: false, gone: false, grant: undefined, resume: undefined }
+        return Effect.flatMap(restore(wait(key, turn, budgetMillis, waiter)), (had) => {
+          if (!had) return restore(onMissed)
+          const passTurn = passOnce(key, turn)
+          const grant = waiter.grant
+          waiter.grant = undefined
+          if (grant === undefined) return Effect.ensuring(f(true, passTurn, grant, restore), Effect.sync(passTurn))
+          // Ended before `f` claimed the grant: it goes on with the turn, or is disposed of.
+          return Effect.ensuring(
+            f(true, passTurn, grant, restore),
+            Effect.suspend(() => (grant.claimed ? Effect.sync(passTurn) : passOrAbandon(key, grant, passTurn)))
+          )
+        })
       }),
     isBusy: (key) => turns.has(key),
     hasWaiters: (key) => turns.get(key)?.waiters.some((waiter) => !waiter.gone) ?? false,

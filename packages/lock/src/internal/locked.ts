@@ -1,19 +1,23 @@
 // The machinery of one locked call: key encoding, the token, acquisition, the body raced against
 // loss, and the release. `Lock.ts` is the public face; everything a call does lives here.
 //
-// Cost matters here: this runs for every `withLock`. The body runs in one child fiber (so that loss
-// can interrupt it without interrupting the caller); renewal is the client's shared scheduler
+// Cost matters here: this runs for every `withLock`. The body runs in a fiber of its own (so that
+// loss can interrupt it without interrupting the caller); renewal is the client's shared scheduler
 // (`renewals.ts`), not a fiber or timer per lock; the backend keeps its own time limits, so no call
 // is wrapped in a racing timer; metrics are pre-bound to their attributes; spans capture no stack.
+// The call reads its fiber's clock and context once, and every step that needs neither a new fiber
+// nor an asynchronous wait is plain code inside the steps that remain: an uncontended call over
+// node-redis takes about 21 Effect steps (45 before session 13), and at tens of thousands of calls a
+// second each step shows in the client's CPU (docs/benchmarks.md).
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as KeyCodec from "../KeyCodec.ts"
-import type { Lease } from "../Lease.ts"
+import { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
 import { acquire, type AcquireOutcome, type HeldLease } from "./acquire.ts"
@@ -21,7 +25,7 @@ import { lockKey } from "./keys.ts"
 import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
-import { release } from "./release.ts"
+import { releaseBounded, releaseNow, type ReleaseOutcome } from "./release.ts"
 import * as Renewals from "./renewals.ts"
 import * as Transfer from "./transfer.ts"
 import { invalid, render, type Settings } from "./settings.ts"
@@ -73,6 +77,9 @@ export interface Call {
   readonly waitedBehind: boolean
   /** The call's span, when a tracing backend is installed. */
   readonly trace: CallTrace | undefined
+  /** The calling fiber's clock and context, read once when the call starts (metrics, time). */
+  readonly clock: Clock.Clock
+  readonly context: Context.Context<never>
   /** Hands the key's in-process turn to the next fiber of this client before the call ends. */
   readonly passTurn?: LocalQueue.PassTurn<Transfer.Grant> | undefined
   /** The lock, transferred to this call by the previous fiber of its client that held the key. */
@@ -81,24 +88,34 @@ export interface Call {
 
 /**
  * Acquire (inside the caller's interruptibility), run the body while the lease is renewed, then
- * release uninterruptibly whatever happened. Returns `None` only when `try` found the lock busy.
- * The body is given the call's `Lease`.
+ * release uninterruptibly whatever happened. Answers the body's value through `found`, or `busy`
+ * when `try` found the lock busy (a waiting call never does). The body is given the call's `Lease`.
+ *
+ * Called from an uninterruptible region, when the result is to run at once (the key's turn, see
+ * `LocalQueue.withTurn`); `restore` is the caller's interruptibility, which the acquisition and the
+ * wait for the body get back.
  */
-export const runLocked = <A, E, R>(
+export const runLocked = <A, E, R, B>(
   client: Client,
   call: Call,
-  body: Effect.Effect<A, E, R>
-): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
-  Effect.uninterruptibleMask((restore) => {
-    const { backend, settings, metrics } = client
-    const { key, grant } = call
-    const token = grant === undefined ? newToken() : grant.token
-    // The token the lock is held with: the call's own, or the one a release granted it under.
-    let heldToken = token
-    // When the lock was acquired (monotonic ms), recorded in the metrics once the body has started.
-    let acquiredAt = 0
-    if (grant !== undefined) grant.claimed = true
-    const acquisition = acquire({
+  body: Effect.Effect<A, E, R>,
+  found: (value: A) => B,
+  busy: Effect.Effect<B>,
+  restore: LocalQueue.Restore
+): Effect.Effect<B, E | LockError, Exclude<R, Lease>> => {
+  const { backend, settings, metrics } = client
+  const { key, grant } = call
+  const token = grant === undefined ? newToken() : grant.token
+  // The token the lock is held with: the call's own, or the one a release granted it under.
+  let heldToken = token
+  // When the lock was acquired (monotonic ms), recorded in the metrics once the body has started.
+  let acquiredAt = 0
+  // The lease the acquisition got, once it has got one.
+  let acquired: HeldLease | undefined
+  if (grant !== undefined) grant.claimed = true
+  // Built when it is to run (it starts when built): a grant may make it unnecessary.
+  const acquisition = () =>
+    acquire({
       backend,
       settings,
       key,
@@ -112,111 +129,119 @@ export const runLocked = <A, E, R>(
       waiterId: client.waiterId,
       hasSuccessor: () => client.queue.hasWaiters(key),
       trace: call.trace,
-      settled: (context, exit, end) => {
+      clock: call.clock,
+      settled: (exit, end) => {
         // A lock that was acquired is counted once its body has started (see `hold`).
-        if (Exit.isSuccess(exit) && exit.value._tag === "Held") acquiredAt = end
-        else metrics.acquisition(context, exit, call.startedAt, end)
+        if (Exit.isSuccess(exit) && exit.value._tag === "Held") {
+          acquiredAt = end
+          acquired = exit.value.lease
+        } else metrics.acquisition(call.context, exit, call.startedAt, end)
       }
     })
-    const request = (timeoutMillis: number): LeaseRequest => ({
-      key,
-      token: heldToken,
-      leaseMillis: settings.leaseMillis,
-      timeoutMillis,
-      acknowledge: false
+  const request = (timeoutMillis: number): LeaseRequest => ({
+    key,
+    token: heldToken,
+    leaseMillis: settings.leaseMillis,
+    timeoutMillis,
+    acknowledge: false
+  })
+
+  const hold = (held: HeldLease): Effect.Effect<B, E | LockError, Exclude<R, Lease>> => {
+    heldToken = held.token
+    const lease = new LeaseHandle(key, settings.namespace, held.fence, heldToken, backend, client.renewals)
+    let fiber: Fiber.Fiber<A, E> | undefined
+    const renewal = Renewals.lease(settings, held, call.trace, (error) => {
+      lease.lose(error)
+      event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
+      fiber?.interruptUnsafe()
+    })
+    const mustStart = client.renewals.register(renewal)
+
+    const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<B, E | LockError> => {
+      client.renewals.unregister(renewal)
+      const lost = lease.release()
+      const exit: Exit.Exit<A, E | LockLost> =
+        lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
+          ? Exit.fail(lost)
+          : bodyExit
+      metrics.run(call.context, exit)
+      return finish(exit)
+    }
+
+    // The body starts at once, in its own fiber with the caller's context and the lease: a fiber
+    // made directly rather than with `Effect.forkChild`, which costs three Effect steps more per
+    // call. It is not the caller's child, so the caller waits for it and interrupts it itself,
+    // on every path below.
+    const run = (): Effect.Effect<B, E | LockError> => {
+      lease.renewal = renewal
+      const forked = Effect.runForkWith(Context.add(call.context, Lease, lease) as Context.Context<R>)(body)
+      fiber = forked
+      // Counted here rather than before the fork: metric updates are not free, and the body
+      // starting sooner is what a waiter handed the lock is waiting for.
+      metrics.acquired(call.context, call.startedAt, acquiredAt)
+      if (lease.lostWith !== undefined) forked.interruptUnsafe()
+      const done = forked.pollUnsafe()
+      if (done !== undefined) return afterBody(done)
+      return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
+        // Interrupted while the body ran: stop the body and wait for its finalizers.
+        Exit.isSuccess(awaited)
+          ? afterBody(awaited.value)
+          : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
+      )
+    }
+    return mustStart ? Effect.andThen(client.renewals.start, Effect.suspend(run)) : run()
+  }
+
+  const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<B, E | LockError> =>
+    releaseAndPass((released) => {
+      event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
+      // The body's own failure or interruption (or LockLost from renewal) always wins over release.
+      if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
+      if (released._tag === "NotOwner") {
+        annotate(call.trace, {
+          "lock.outcome": "lost",
+          "lock.lost.phase": "release",
+          "lock.lost.reason": "ownership"
+        })
+        return Effect.andThen(
+          metrics.lost("release"),
+          Effect.fail(
+            new LockLost({
+              key,
+              namespace: settings.namespace,
+              phase: "release",
+              reason: "ownership",
+              bodyCompleted: true
+            })
+          )
+        )
+      }
+      if (released._tag === "Failed") {
+        const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
+        return Effect.as(
+          released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error),
+          found(exit.value)
+        )
+      }
+      return Effect.succeed(found(exit.value))
     })
 
-    const hold = (held: HeldLease): Effect.Effect<Option.Option<A>, E | LockError, Exclude<R, Lease>> =>
-      Effect.withFiber((caller) => {
-        heldToken = held.token
-        const lease = new LeaseHandle(key, settings.namespace, held.fence, heldToken, backend, client.renewals)
-        let fiber: Fiber.Fiber<A, E> | undefined
-        const renewal = Renewals.lease(settings, held, call.trace, (error) => {
-          lease.lose(error)
-          event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
-          fiber?.interruptUnsafe()
-        })
-        const mustStart = client.renewals.register(renewal)
-
-        const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
-          client.renewals.unregister(renewal)
-          const lost = lease.release()
-          const exit: Exit.Exit<A, E | LockLost> =
-            lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
-              ? Exit.fail(lost)
-              : bodyExit
-          metrics.run(caller.context, exit)
-          return finish(exit)
-        }
-
-        const run = Effect.flatMap(
-          Effect.forkChild(lease.provide(body, renewal), { startImmediately: true }),
-          (forked) => {
-            fiber = forked
-            // Counted here rather than before the fork: metric updates are not free, and the body
-            // starting sooner is what a waiter handed the lock is waiting for.
-            metrics.acquired(caller.context, call.startedAt, acquiredAt)
-            if (lease.lostWith !== undefined) forked.interruptUnsafe()
-            const done = forked.pollUnsafe()
-            if (done !== undefined) return afterBody(done)
-            return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
-              // Interrupted while the body ran: stop the body and wait for its finalizers.
-              Exit.isSuccess(awaited)
-                ? afterBody(awaited.value)
-                : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
-            )
-          }
-        )
-        return mustStart ? Effect.andThen(client.renewals.start, run) : run
-      })
-
-    const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<Option.Option<A>, E | LockError> =>
-      Effect.flatMap(releaseAndPass, (released) => {
-        event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
-        // The body's own failure or interruption (or LockLost from renewal) always wins over release.
-        if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
-        if (released._tag === "NotOwner") {
-          annotate(call.trace, {
-            "lock.outcome": "lost",
-            "lock.lost.phase": "release",
-            "lock.lost.reason": "ownership"
-          })
-          return Effect.andThen(
-            metrics.lost("release"),
-            Effect.fail(
-              new LockLost({
-                key,
-                namespace: settings.namespace,
-                phase: "release",
-                reason: "ownership",
-                bodyCompleted: true
-              })
-            )
-          )
-        }
-        if (released._tag === "Failed") {
-          const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
-          return Effect.as(
-            released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error),
-            Option.some(exit.value)
-          )
-        }
-        return Effect.succeed(Option.some(exit.value))
-      })
-
-    // With a backend that can transfer, a waiting fiber of this client gets the key without it
-    // ever being free: one round trip, and no other process can slip in (bounded, see transfer.ts).
-    // Otherwise, over an ordered backend, the next fiber of this client may ask for the key at once,
-    // right behind the release: its acquisition follows the release on the connection and finds the
-    // key free, one round trip after the body instead of two. The turn is handed on in a microtask,
-    // which runs once this fiber has sent the release and waits for its reply (a resumed fiber runs
-    // at once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
-    const releaseAndPass = Effect.suspend(() => {
-      const passTurn = call.passTurn
-      if (passTurn === undefined) return release(backend, request)
-      const transfer = backend.transfer
-      if (transfer !== undefined && Transfer.mayTransfer(client.queue, key)) {
-        return Transfer.handOn({
+  // With a backend that can transfer, a waiting fiber of this client gets the key without it
+  // ever being free: one round trip, and no other process can slip in (bounded, see transfer.ts).
+  // Otherwise, over an ordered backend, the next fiber of this client may ask for the key at once,
+  // right behind the release: its acquisition follows the release on the connection and finds the
+  // key free, one round trip after the body instead of two. The turn is handed on in a microtask,
+  // which runs once this fiber has sent the release and waits for its reply (a resumed fiber runs
+  // at once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
+  const releaseAndPass = (
+    after: (released: ReleaseOutcome) => Effect.Effect<B, E | LockError>
+  ): Effect.Effect<B, E | LockError> => {
+    const passTurn = call.passTurn
+    if (passTurn === undefined) return releaseNow(backend, request, call.clock, after)
+    const transfer = backend.transfer
+    if (transfer !== undefined && Transfer.mayTransfer(client.queue, key)) {
+      return Effect.flatMap(
+        Transfer.handOn({
           backend,
           transfer,
           settings,
@@ -226,32 +251,38 @@ export const runLocked = <A, E, R>(
           waiterId: client.waiterId,
           passTurn,
           newToken
-        })
-      }
-      client.queue.setStreak(key, 0)
-      if (backend.ordered === true && client.queue.hasWaiters(key)) queueMicrotask(passTurn)
-      return release(backend, request)
-    })
+        }),
+        after
+      )
+    }
+    client.queue.setStreak(key, 0)
+    if (backend.ordered === true && client.queue.hasWaiters(key)) queueMicrotask(passTurn)
+    return releaseNow(backend, request, call.clock, after)
+  }
 
-    // A transfer that is known to have happened in time is held at once; otherwise (its outcome
-    // unknown, or its reply too late to rely on) this call acquires with the transferred token.
-    const start =
-      grant !== undefined && grant.sentAt !== undefined
-        ? Effect.withFiber((fiber) => {
-            const now = monotonicMillis(fiber.getRef(Clock.Clock))
-            if (now >= grant.sentAt! + settings.usableLeaseMillis) return restore(acquisition)
-            event(call.trace, "lock.attempt", transferredAttempt)
-            annotate(call.trace, acquiredOutcome)
-            const outcome: AcquireOutcome = {
-              _tag: "Held",
-              lease: { key, token, sentAt: grant.sentAt!, fence: grant.fence }
-            }
-            acquiredAt = now
-            return Effect.succeed(outcome)
-          })
-        : restore(acquisition)
+  // A transfer that is known to have happened in time is held at once; otherwise (its outcome
+  // unknown, or its reply too late to rely on) this call acquires with the transferred token.
+  const transferred = (sentAt: number): Effect.Effect<AcquireOutcome, LockError> => {
+    const now = monotonicMillis(call.clock)
+    if (now >= sentAt + settings.usableLeaseMillis) return restore(acquisition())
+    event(call.trace, "lock.attempt", transferredAttempt)
+    annotate(call.trace, acquiredOutcome)
+    acquiredAt = now
+    return Effect.succeed({ _tag: "Held", lease: { key, token, sentAt, fence: grant!.fence } })
+  }
+  const start = grant?.sentAt !== undefined ? transferred(grant.sentAt) : restore(acquisition())
 
-    return Effect.flatMap(start, (outcome: AcquireOutcome) =>
-      outcome._tag === "Busy" ? Effect.succeed(Option.none()) : hold(outcome.lease)
-    )
+  return Effect.matchCauseEffect(start, {
+    onSuccess: (outcome: AcquireOutcome) => (outcome._tag === "Busy" ? busy : hold(outcome.lease)),
+    // Interrupted as the acquisition succeeded (its success reached the end of the interruptible
+    // part together with the interruption): the lock is held, and nothing else would release it.
+    onFailure: (cause) => {
+      if (acquired === undefined) return Effect.failCause(cause)
+      heldToken = acquired.token
+      return Effect.andThen(
+        releaseBounded(backend, request, "an acquisition interrupted as it succeeded"),
+        Effect.failCause(cause)
+      )
+    }
   })
+}

@@ -1,11 +1,12 @@
 // Release: compare-and-delete on the token, bounded to one second in all. It is called from cleanup paths
 // (after the body, after an abandoned acquisition), so it never fails: it reports what happened.
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import type { LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
-import { withNow } from "./time.ts"
+import { monotonicMillis } from "./time.ts"
 
 const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 
@@ -31,31 +32,43 @@ export const withinReleaseBound = <A, B>(
   done: (value: A) => B
 ): Effect.Effect<B | Failed> =>
   Effect.uninterruptible(
-    withNow((start) => {
-      const deadline = start + releaseTimeoutMillis
-      let lastError: LockRedisError | undefined
-      const attempt = (n: number, now: number): Effect.Effect<B | Failed> => {
-        const remaining = deadline - now
-        if (remaining <= 0) return Effect.succeed({ _tag: "Failed", error: lastError })
-        return Effect.matchEffect(operation(remaining), {
-          onSuccess: (value) => Effect.succeed(done(value)),
-          onFailure: (error) => {
-            lastError = error
-            if (!error.retryable) return Effect.succeed({ _tag: "Failed", error })
-            return withNow((after) =>
-              Effect.flatMap(nextDelay(retryPolicy, n, deadline - after), (delay) =>
-                Effect.andThen(
-                  Effect.sleep(delay),
-                  withNow((next) => attempt(n + 1, next))
-                )
-              )
-            )
-          }
-        })
-      }
-      return attempt(0, start)
-    })
+    Effect.withFiber((fiber) =>
+      boundedFromNow<A, B | Failed, B | Failed, never>(operation, done, fiber.getRef(Clock.Clock), Effect.succeed)
+    )
   )
+
+/**
+ * `withinReleaseBound`, its second counted from the moment this is called, continuing with `then`:
+ * for a caller that is already uninterruptible and runs the result at once (a locked call's
+ * release, every call), in fewer Effect steps.
+ */
+const boundedFromNow = <A, B, C, E>(
+  operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
+  done: (value: A) => B,
+  clock: Clock.Clock,
+  then: (outcome: B | Failed) => Effect.Effect<C, E>
+): Effect.Effect<C, E> => {
+  const deadline = monotonicMillis(clock) + releaseTimeoutMillis
+  let lastError: LockRedisError | undefined
+  const attempt = (n: number, now: number): Effect.Effect<C, E> => {
+    const remaining = deadline - now
+    if (remaining <= 0) return then({ _tag: "Failed", error: lastError })
+    return Effect.matchEffect(operation(remaining), {
+      onSuccess: (value) => then(done(value)),
+      onFailure: (error) => {
+        lastError = error
+        if (!error.retryable) return then({ _tag: "Failed", error })
+        return Effect.flatMap(nextDelay(retryPolicy, n, deadline - monotonicMillis(clock)), (delay) =>
+          Effect.andThen(
+            Effect.sleep(delay),
+            Effect.suspend(() => attempt(n + 1, monotonicMillis(clock)))
+          )
+        )
+      }
+    })
+  }
+  return attempt(0, deadline - releaseTimeoutMillis)
+}
 
 /** Compare-and-delete within one second in all (see `withinReleaseBound`). */
 export const release = (
@@ -63,6 +76,24 @@ export const release = (
   request: (timeoutMillis: number) => LeaseRequest
 ): Effect.Effect<ReleaseOutcome> =>
   withinReleaseBound((timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }), outcomeOf)
+
+/**
+ * `release` continuing with `then`, starting when this is called: for a caller that is
+ * uninterruptible and runs it at once (the end of every locked call), four Effect steps fewer than
+ * `Effect.flatMap(release(...), then)`.
+ */
+export const releaseNow = <C, E>(
+  backend: Backend,
+  request: (timeoutMillis: number) => LeaseRequest,
+  clock: Clock.Clock,
+  then: (outcome: ReleaseOutcome) => Effect.Effect<C, E>
+): Effect.Effect<C, E> =>
+  boundedFromNow<boolean, ReleaseOutcome, C, E>(
+    (timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }),
+    outcomeOf,
+    clock,
+    then
+  )
 
 const outcomeOf = (ok: boolean): ReleaseOutcome => (ok ? released : notOwner)
 

@@ -9,6 +9,7 @@
 // each call gets its span, and the attempts, waits, renewals, loss and release are recorded on it as
 // events. Spans capture no call-site stack: that would cost a stack trace per call.
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import * as References from "effect/References"
@@ -28,18 +29,23 @@ export const isTraced = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
 
 /**
  * Runs a lock call in the span `name` (with the lock key as `lock.key`) when a tracing backend is
- * installed; `run` gets the span to record events on, or `undefined` when the call is not traced.
+ * installed; `run` gets the span to record events on, or `undefined` when the call is not traced,
+ * and the context the call runs in (the span's, when traced: the body runs as its child).
  */
 export const traced = <A, E, R>(
   fiber: Fiber.Fiber<unknown, unknown>,
   name: string,
   key: string,
-  run: (trace: CallTrace | undefined) => Effect.Effect<A, E, R>
+  run: (trace: CallTrace | undefined, context: Context.Context<never>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
-  if (!isTraced(fiber)) return run(undefined)
+  if (!isTraced(fiber)) return run(undefined, fiber.context)
   const clock = fiber.getRef(Clock.Clock)
   return Effect.useSpan(name, { attributes: { "lock.key": key } }, (span) =>
-    Effect.withParentSpan(run({ span, clock }), span, noStackTrace)
+    Effect.withParentSpan(
+      Effect.withFiber((inSpan) => run({ span, clock }, inSpan.context)),
+      span,
+      noStackTrace
+    )
   )
 }
 
