@@ -101,53 +101,46 @@ export const sendWithin = (
  * (`runScript` and a parse step) costs two more Effect steps per command, which at tens of thousands
  * of commands a second show up as client CPU (docs/benchmarks.md, session 13).
  */
-export const scriptWithin = <A>(
-  client: CommandClient,
-  script: Scripts.Script,
-  keys: ReadonlyArray<string>,
-  args: ReadonlyArray<string>,
-  timeoutMillis: number,
-  parse: Parse<A>
-): Effect.Effect<A, LockRedisError> =>
-  Effect.callback<A, LockRedisError>((resume) => {
-    const millis = Math.max(1, Math.ceil(timeoutMillis))
-    let done = false
-    const timer = setTimeout(() => {
-      done = true
-      resume(Effect.fail(noReply("EVALSHA", millis)))
-    }, millis)
-    const settle = (outcome: Result.Result<A, LockRedisError>) => {
-      done = true
-      clearTimeout(timer)
-      resume(Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure))
-    }
-    const onReply = (reply: unknown) => {
-      if (!done) settle(parse(reply))
-    }
-    const send = (command: "EVALSHA" | "EVAL"): void => {
-      client
-        .sendCommand(Scripts.evalArgs(command, script, keys, args), noClientTimeout)
-        .then(onReply, (error: unknown) => {
-          if (done) return
-          const failure = classify(command, error)
-          if (command === "EVALSHA" && failure.code === "NOSCRIPT") send("EVAL")
-          else settle(Result.fail(failure))
-        })
-    }
-    send("EVALSHA")
-    return Effect.sync(() => {
-      done = true
-      clearTimeout(timer)
+export const scriptWithin =
+  (client: CommandClient): ScriptCall =>
+  (script, keys, args, timeoutMillis, parse) =>
+    Effect.callback((resume) => {
+      const millis = Math.max(1, Math.ceil(timeoutMillis))
+      let done = false
+      const timer = setTimeout(() => {
+        done = true
+        resume(Effect.fail(noReply("EVALSHA", millis)))
+      }, millis)
+      const settle = (outcome: Parameters<typeof resume>[0]) => {
+        done = true
+        clearTimeout(timer)
+        resume(outcome)
+      }
+      const onReply = (reply: unknown) => {
+        if (!done) settle(Effect.fromResult(parse(reply)))
+      }
+      const send = (command: "EVALSHA" | "EVAL"): void => {
+        client
+          .sendCommand(Scripts.evalArgs(command, script, keys, args), noClientTimeout)
+          .then(onReply, (error: unknown) => {
+            if (done) return
+            const failure = classify(command, error)
+            if (command === "EVALSHA" && failure.code === "NOSCRIPT") send("EVAL")
+            else settle(Effect.fail(failure))
+          })
+      }
+      send("EVALSHA")
+      return Effect.sync(() => {
+        done = true
+        clearTimeout(timer)
+      })
     })
-  })
 
 /** The way of sending over one node-redis client: single commands, and scripts in one step. */
 export const sendOver = (client: CommandClient): Send => {
   const send = (args: ReadonlyArray<string>, timeoutMillis: number) =>
     sendWithin(client, args as Array<string>, timeoutMillis)
-  const script: ScriptCall = (script, keys, args, timeoutMillis, parse) =>
-    scriptWithin(client, script, keys, args, timeoutMillis, parse)
-  return Object.assign(send, { script })
+  return Object.assign(send, { script: scriptWithin(client) })
 }
 
 /**
@@ -212,23 +205,13 @@ export const runScript = (
   )
 
 /**
- * `runScript` and `parse` in one: over a node-redis client in one step (`Send.script`), otherwise
- * composed.
+ * How to run scripts with `send`, parsing their replies: in one step over a node-redis client
+ * (`Send.script`), otherwise `runScript` and then `parse`.
  */
-export const runScriptAs = <A>(
-  send: Send,
-  script: Scripts.Script,
-  keys: ReadonlyArray<string>,
-  args: ReadonlyArray<string>,
-  timeoutMillis: number,
-  parse: Parse<A>
-): Effect.Effect<A, LockRedisError> =>
-  send.script !== undefined
-    ? send.script(script, keys, args, timeoutMillis, parse)
-    : Effect.flatMap(runScript(send, script, keys, args, timeoutMillis), (reply) => {
-        const outcome = parse(reply)
-        return Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure)
-      })
+export const scriptsOver = (send: Send): ScriptCall =>
+  send.script ??
+  ((script, keys, args, timeoutMillis, parse) =>
+    Effect.flatMap(runScript(send, script, keys, args, timeoutMillis), (reply) => Effect.fromResult(parse(reply))))
 
 /** A script's reply that is `1` for yes. */
 export const isOne: Parse<boolean> = (reply) => Result.succeed(reply === 1)
@@ -263,10 +246,8 @@ export const readAcquire: Parse<AcquireReply> = (reply) => {
 }
 
 /** `readAcquire` as an Effect. */
-export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, LockRedisError> => {
-  const outcome = readAcquire(reply)
-  return Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure)
-}
+export const parseAcquire = (reply: unknown): Effect.Effect<AcquireReply, LockRedisError> =>
+  Effect.fromResult(readAcquire(reply))
 
 /** The transfer script's reply: `{1, fence, others}` or `{0}`. */
 export const parseTransfer = (reply: unknown): Effect.Effect<TransferReply, LockRedisError> => {

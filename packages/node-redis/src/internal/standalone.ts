@@ -15,7 +15,7 @@ import {
   parseTransfer,
   readAcquire,
   runScript,
-  runScriptAs,
+  scriptsOver,
   type Send,
   sendOver,
   unexpected
@@ -228,8 +228,7 @@ export const backendOver = (options: {
       description: options.description,
       ordered: options.ordered === true,
       acquire: (request) =>
-        runScriptAs(
-          sendFor(request.key),
+        scriptsOver(sendFor(request.key))(
           Scripts.acquire,
           ...Scripts.acquireCall(request),
           request.timeoutMillis,
@@ -284,8 +283,7 @@ export const backendOver = (options: {
           parseTransfer
         ),
       release: (request) =>
-        runScriptAs(
-          sendFor(request.key),
+        scriptsOver(sendFor(request.key))(
           Scripts.release,
           ...Scripts.releaseCall(request, "PUBLISH"),
           request.timeoutMillis,
