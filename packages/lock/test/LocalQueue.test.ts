@@ -134,6 +134,27 @@ describe("in-process turns: interruption, order and what a timeout reports", () 
     }).pipe(Effect.provide(MemoryBackend.layer))
   )
 
+  it.effect("a caller interrupted while its body runs releases once the body's slow finalizers end", () =>
+    Effect.gen(function* () {
+      const lock = yield* Lock.make({ leaseDuration: "30 seconds" })
+      const other = yield* Lock.make({ leaseDuration: "30 seconds" })
+      const started = yield* Deferred.make<void>()
+      // The body's cleanup takes longer than the release's one-second bound: the bound must count
+      // from the release, not from the interruption.
+      const body = Deferred.succeed(started, undefined).pipe(
+        Effect.andThen(Effect.never),
+        Effect.onInterrupt(() => Effect.sleep("1500 millis"))
+      )
+      const caller = yield* Effect.forkChild(lock.withLock("k", { waitTimeout: "1 second" })(body))
+      yield* Deferred.await(started)
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(caller))
+      yield* TestClock.adjust("1500 millis")
+      yield* Fiber.join(interrupting)
+      assert.isDefined(caller.pollUnsafe(), "the call ended once the body's finalizers had run")
+      assert.deepStrictEqual(yield* other.tryWithLock("k")(Effect.succeed("free")), Option.some("free"))
+    }).pipe(Effect.provide(MemoryBackend.layer))
+  )
+
   it.effect("tryWithLock cannot slip in between a release and the waiting fiber it hands the turn to", () =>
     Effect.gen(function* () {
       const { lock, release, holder } = yield* heldByAnotherFiber

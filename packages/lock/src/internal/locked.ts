@@ -183,10 +183,14 @@ export const runLocked = <A, E, R, B>(
       const done = forked.pollUnsafe()
       if (done !== undefined) return afterBody(done)
       return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
-        // Interrupted while the body ran: stop the body and wait for its finalizers.
+        // Interrupted while the body ran: stop the body and wait for its finalizers. Only then does
+        // the call end the lease and start the release (built when it runs: its bound starts then).
         Exit.isSuccess(awaited)
           ? afterBody(awaited.value)
-          : Effect.andThen(Fiber.interrupt(forked), afterBody(Exit.failCause(awaited.cause)))
+          : Effect.andThen(
+              Fiber.interrupt(forked),
+              Effect.suspend(() => afterBody(Exit.failCause(awaited.cause)))
+            )
       )
     }
     return mustStart ? Effect.andThen(client.renewals.start, Effect.suspend(run)) : run()
