@@ -21,7 +21,7 @@ const onOneNode = Effect.gen(function* () {
   const pool = yield* Pool.make({ maxConnections: 1, clientOptions: {} })
   const topology: Topology = {
     description: "one node",
-    route: () => Effect.succeed({ address, replicas: 0 }),
+    route: () => Result.succeed({ address, replicas: 0 }),
     isMaster: () => true,
     refresh: () => Effect.void,
     ...noWakeups

@@ -63,21 +63,24 @@ const scripted = (options: {
   }
   const pool: Pool = {
     openConnections: () => 1,
+    // Like the real pool, `f` is called once the connection is held (after the slow connect).
     use: (address, timeout, f) =>
       Effect.andThen(
         options.slowAfterAcquire === true && acquired ? Effect.sleep(0.9 * timeout) : Effect.void,
-        f({
-          address,
-          send,
-          sendAll: (commands, timeoutMillis) =>
-            Effect.forEach(commands, (args) => Effect.result(send(args, timeoutMillis)))
-        })
+        Effect.suspend(() =>
+          f({
+            address,
+            send,
+            sendAll: (commands, timeoutMillis) =>
+              Effect.forEach(commands, (args) => Effect.result(send(args, timeoutMillis)))
+          })
+        )
       )
   }
   const topology: Topology = {
     description: "scripted",
     route: () =>
-      Effect.succeed({
+      Result.succeed({
         address: "10.0.0.1:6379",
         replicas: options.viewReplicas,
         knownReplicas: options.knownReplicas,

@@ -4,6 +4,7 @@
 // (a real failover cannot be timed to land in that window).
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
@@ -24,7 +25,7 @@ describe(`a write outside the view on ${flavor}`, () => {
       const topology: Topology = {
         description: "view changing mid-operation",
         // The first operation is routed by the stale view; every later one by the new view.
-        route: () => Effect.succeed({ address: routed++ === 0 ? oldAddress : currentAddress, replicas: 0 }),
+        route: () => Result.succeed({ address: routed++ === 0 ? oldAddress : currentAddress, replicas: 0 }),
         isMaster: (_key, address) => address === currentAddress,
         refresh: () => Effect.void,
         ...noWakeups

@@ -1,6 +1,7 @@
 // The Cluster topology: a node-redis cluster client keeps the slot map (following MOVED/ASK and
 // topology changes); lock operations go to each slot's master on dedicated connections.
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { LockRedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
@@ -120,14 +121,13 @@ export const topology = (cluster: ClusterClient, description = "node-redis clust
       subscribe: (channel, listener) => cluster.sSubscribe(channel, listener),
       unsubscribe: (channel, listener) => cluster.sUnsubscribe(channel, listener)
     }),
-  route: (key) =>
-    Effect.suspend(() => {
-      const slot = slotOf(key)
-      const shard = cluster.slots[slot]
-      if (shard === undefined) return Effect.fail(unserved(key, slot))
-      // No replica list without `useReplicas` (a shared client may lack it): the master's own counts.
-      return Effect.succeed({ address: shard.master.address, replicas: shard.replicas?.length })
-    }),
+  route: (key) => {
+    const slot = slotOf(key)
+    const shard = cluster.slots[slot]
+    if (shard === undefined) return Result.fail(unserved(key, slot))
+    // No replica list without `useReplicas` (a shared client may lack it): the master's own counts.
+    return Result.succeed({ address: shard.master.address, replicas: shard.replicas?.length })
+  },
   isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
   // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.
   // It runs in the background: the caller's own time limit must not wait for it (a command written

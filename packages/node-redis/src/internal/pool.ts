@@ -35,7 +35,10 @@ export interface Connection {
 }
 
 export interface Pool {
-  /** Runs `f` on a dedicated connection to `address`, waiting at most `timeoutMillis` for one. */
+  /**
+   * Runs `f` on a dedicated connection to `address`, waiting at most `timeoutMillis` for one. `f` is
+   * called once the connection is held, so budgets it reads when called are already net of the wait.
+   */
   readonly use: <A>(
     address: string,
     timeoutMillis: number,
@@ -45,10 +48,13 @@ export interface Pool {
   readonly openConnections: () => number
 }
 
-/** A caller waiting for a connection; `granted` is set in the same step that hands it a permit. */
+/**
+ * A caller of `use`; `granted` is set in the same step that hands it a permit. `ready` exists only
+ * while it waits for one (a caller that finds a permit free never waits).
+ */
 interface Ticket {
   granted: boolean
-  readonly ready: Deferred.Deferred<void>
+  ready: Deferred.Deferred<void> | undefined
 }
 
 /**
@@ -76,7 +82,7 @@ const giveBack = (pool: NodePool): void => {
     return
   }
   next.granted = true
-  Deferred.doneUnsafe(next.ready, Effect.void)
+  Deferred.doneUnsafe(next.ready!, Effect.void)
 }
 
 const exhausted = (address: string, timeoutMillis: number): LockRedisError =>
@@ -179,55 +185,52 @@ export const make = (options: {
     }
 
     // Nothing here is uninterruptible: an interrupted caller leaves at once, whether it waits for a
-    // permit, connects or runs `f`; the permit and the connection are settled in finalizers.
-    // Written as plain continuations rather than a generator: every replicated operation passes here.
+    // permit, connects or runs `f`. One finalizer, installed before the permit is taken, settles
+    // everything: the connection `f` ran on goes back to the idle list (or is destroyed, if `f` failed
+    // or was interrupted: its socket may still carry a late reply or a blocked WAIT), then the permit
+    // goes back (or the waiting ticket leaves the line). Written as plain continuations, with no
+    // clock read or Deferred when a permit and an idle connection are free: every replicated
+    // operation passes here.
     const use: Pool["use"] = (address, timeoutMillis, f) =>
       Effect.suspend(() => {
         const pool = nodePool(address)
-        const ticket: Ticket = { granted: false, ready: Deferred.makeUnsafe<void>() }
-        const waitForPermit = Effect.suspend(() => {
+        const ticket: Ticket = { granted: false, ready: undefined }
+        let held: Client | undefined
+        const runOn = (client: Client) => {
+          held = client
+          return f(toConnection(address, client))
+        }
+        const withPermit = (remainingMillis: number) => {
+          let client = pool.idle.pop()
+          while (client !== undefined && !client.isReady) {
+            discard(client)
+            client = pool.idle.pop()
+          }
+          return client !== undefined ? runOn(client) : Effect.flatMap(connect(address, remainingMillis), runOn)
+        }
+        // Connecting shares the caller's budget with the wait for the permit.
+        const waitForPermit = Effect.flatMap(monotonicMillis, (start) => {
+          const ready = Deferred.makeUnsafe<void>()
+          ticket.ready = ready
           pool.waiters.push(ticket)
-          return Deferred.await(ticket.ready).pipe(
-            Effect.timeoutOption(Math.max(1, timeoutMillis)),
-            Effect.map((o) => o._tag === "Some")
+          return Effect.flatMap(Effect.timeoutOption(Deferred.await(ready), Math.max(1, timeoutMillis)), (granted) =>
+            granted._tag === "Some"
+              ? Effect.flatMap(monotonicMillis, (now) => withPermit(timeoutMillis - (now - start)))
+              : Effect.fail(exhausted(address, timeoutMillis))
           )
         })
-        const run = (connection: Client) =>
-          f(toConnection(address, connection)).pipe(
-            Effect.onExit((result) =>
-              Effect.sync(() => {
-                if (Exit.isSuccess(result) && connection.isReady && !closed) pool.idle.push(connection)
-                else discard(connection)
-              })
-            )
-          )
-        // Connecting shares the caller's budget with the wait for the permit.
-        const withPermit = (start: number) =>
-          Effect.suspend(() => {
-            let client = pool.idle.pop()
-            while (client !== undefined && !client.isReady) {
-              discard(client)
-              client = pool.idle.pop()
-            }
-            if (client !== undefined) return run(client)
-            return Effect.flatMap(monotonicMillis, (now) =>
-              Effect.flatMap(connect(address, timeoutMillis - (now - start)), run)
-            )
-          })
-        return Effect.flatMap(monotonicMillis, (start) =>
-          grant(pool, ticket)
-            ? withPermit(start)
-            : Effect.flatMap(waitForPermit, (granted) =>
-                granted ? withPermit(start) : Effect.fail(exhausted(address, timeoutMillis))
-              )
-        ).pipe(
-          Effect.onExit(() =>
+        return Effect.onExit(
+          Effect.suspend(() => (grant(pool, ticket) ? withPermit(timeoutMillis) : waitForPermit)),
+          (exit) =>
             Effect.sync(() => {
+              if (held !== undefined) {
+                if (Exit.isSuccess(exit) && held.isReady && !closed) pool.idle.push(held)
+                else discard(held)
+              }
               if (ticket.granted) return giveBack(pool)
               const at = pool.waiters.indexOf(ticket)
               if (at !== -1) pool.waiters.splice(at, 1)
             })
-          )
         )
       })
 

@@ -9,19 +9,19 @@
 // left of the caller's budget (never 0, which would block forever). `WAIT` counts only writes made
 // on the same connection. A missing acknowledgement is a retryable failure; a write on a node that
 // is not the master is reported as such.
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
-import { parseAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
+import { readAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import { awaitReplicas, connectedReplicas, earlyWait } from "./acknowledgement.ts"
 import { renewAll } from "./replicatedRenewal.ts"
 import * as Scripts from "./scripts.ts"
 import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 import * as StrayWrites from "./strayWrites.ts"
-import { monotonicMillis } from "./time.ts"
 
 /**
  * Where a key's master is, and how many replicas the client's view lists for it (undefined: the
@@ -50,7 +50,8 @@ export interface Route {
 /** What a replicated deployment tells the lock about its topology. */
 export interface Topology {
   readonly description: string
-  readonly route: (key: string) => Effect.Effect<Route, LockRedisError>
+  /** Where `key`'s master is in the client's current view (a plain look-up: no I/O). */
+  readonly route: (key: string) => Result.Result<Route, LockRedisError>
   /** Whether `address` is the master for `key` in the client's current view. */
   readonly isMaster: (key: string, address: string) => boolean
   /** Asks the client to re-read the topology after a redirect, a role change or a dead node. */
@@ -121,7 +122,13 @@ const noRole = Result.fail(undefined)
 
 /**
  * Runs one script on the key's master and, when it wrote, checks the role and waits for replicas.
- * `wrote` says whether the reply means the key now holds our token with a fresh lease.
+ * `interpret` says what the reply means, and whether the key now holds our token with a fresh lease
+ * (`wrote`).
+ *
+ * Every replicated operation runs through here, so the usual case (a free pooled connection, one
+ * round trip, the role and the replicas as expected) takes a handful of Effect steps: the budget is
+ * read from the fiber's clock directly, replies are interpreted as plain values, and an Effect is
+ * built only where the outcome needs one (a second `WAIT`, a `ROLE` asked again, a failure).
  */
 const guardedWrite = <A>(
   topology: Topology,
@@ -130,19 +137,22 @@ const guardedWrite = <A>(
   request: LeaseRequest,
   script: Scripts.Script,
   [keys, args]: readonly [ReadonlyArray<string>, ReadonlyArray<string>],
-  interpret: (reply: unknown) => Effect.Effect<readonly [A, Outcome], LockRedisError>,
+  interpret: (reply: unknown) => Result.Result<readonly [A, Outcome], LockRedisError>,
   onNotMaster: (address: string) => Effect.Effect<A, LockRedisError>
 ): Effect.Effect<A, LockRedisError> =>
-  // Plain continuations rather than generators: every replicated operation runs through here.
-  Effect.flatMap(monotonicMillis, (start) => {
+  Effect.withFiber((fiber) => {
+    const clock = fiber.getRef(Clock.Clock)
+    const now = () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n)
+    const start = now()
     // Finish a little before the caller's own cut-off, so a pool wait or a WAIT that runs out ends
     // with its own explanation (POOL_EXHAUSTED, UNACKNOWLEDGED) rather than a bare timeout.
     const budget = request.timeoutMillis - Math.max(10, request.timeoutMillis * 0.2)
-    const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
+    const left = () => budget - (now() - start)
     // Acquire and renew can write a lease that needs the role check, and a check's "held" is only
     // worth something from the master; release and leave need none.
     const writesLease = script === Scripts.acquire || script === Scripts.renew || script === Scripts.check
-    // Everything after an applied write: the role, the client's view, the replicas.
+    // Everything after an applied write: the role, the client's view, the replicas. A failure here
+    // comes after the write was applied, so it says so (`afterWrite`).
     const checkWrite = (
       route: Route,
       connection: { readonly address: string; readonly send: Send },
@@ -155,93 +165,77 @@ const guardedWrite = <A>(
         known.replicaCounts.set(connection.address, connectedReplicas(role))
         const isMaster = Array.isArray(role) && role[0] === "master"
         if (!isMaster || (!asking && !topology.isMaster(request.key, connection.address))) {
-          return onNotMaster(connection.address)
+          return Effect.mapError(onNotMaster(connection.address), afterWrite)
         }
         if (!request.acknowledge) return Effect.succeed(value)
-        return Effect.flatMap(left, (remaining) =>
-          Effect.as(awaitReplicas(connection, route, role, remaining, earlyAcks), value)
-        )
+        return Effect.mapError(Effect.as(awaitReplicas(connection, route, role, left(), earlyAcks), value), afterWrite)
       }
-      const role = roleAfterWrite ?? undefined
-      return role !== undefined
-        ? withRole(role)
-        : Effect.flatMap(
-            Effect.flatMap(left, (remaining) => connection.send(["ROLE"], remaining)),
-            withRole
-          )
+      return roleAfterWrite !== undefined
+        ? withRole(roleAfterWrite)
+        : Effect.flatMap(Effect.mapError(connection.send(["ROLE"], left()), afterWrite), withRole)
     }
     // An ASK redirect takes a second connection within what is left, not a fresh budget.
     const attempt = (route: Route, address: string, asking: boolean): Effect.Effect<A, LockRedisError> =>
-      Effect.flatMap(left, (remaining) =>
-        pool.use(address, remaining, (connection) => {
-          // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
-          // connection they run in order, so ROLE answers for the node that just ran the script and
-          // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
-          // run too early; then both are asked again.
-          const send = (timeout: number) => {
-            const wait =
-              script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
-                ? earlyWait(route, known.replicaCounts.get(address), timeout)
-                : undefined
-            const commands: Array<ReadonlyArray<string>> = [Scripts.evalArgs("EVALSHA", script, keys, args)]
-            if (writesLease) commands.push(["ROLE"])
-            if (wait !== undefined) commands.push(wait)
-            return Effect.map(connection.sendAll(commands, timeout), (outcomes) => {
-              const role = writesLease ? outcomes[1]! : noRole
-              const acks = wait === undefined ? noRole : outcomes[writesLease ? 2 : 1]!
-              return [outcomes[0]!, role, acks] as const
-            })
-          }
-          const afterReply = (
-            reply: unknown,
-            role: Result.Result<unknown, unknown>,
-            acks: Result.Result<unknown, unknown>,
-            reloaded: boolean
-          ) =>
-            Effect.flatMap(interpret(reply), ([value, outcome]): Effect.Effect<A, LockRedisError> => {
-              if (outcome === "no-write") {
-                if (script === Scripts.acquire) known.busy.note(request.key)
-                return Effect.succeed(value)
-              }
-              const roleAfter = reloaded || Result.isFailure(role) ? undefined : role.success
-              const earlyAcks = reloaded || Result.isFailure(acks) ? undefined : acks.success
-              return checkWrite(route, connection, value, asking, roleAfter, earlyAcks).pipe(
-                Effect.mapError(afterWrite)
-              )
-            })
-          const sendAll = Effect.flatMap(left, (timeout) => send(timeout))
-          const sent = asking
-            ? Effect.andThen(
-                Effect.flatMap(left, (timeout) => connection.send(["ASKING"], timeout)),
-                sendAll
-              )
-            : sendAll
-          return Effect.flatMap(sent, ([result, role, acks]) => {
-            if (result._tag === "Failure" && result.failure.code === "NOSCRIPT") {
+      pool.use(address, left(), (connection) => {
+        // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
+        // connection they run in order, so ROLE answers for the node that just ran the script and
+        // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
+        // run too early; then both are asked again.
+        const sendAll = () => {
+          const timeout = left()
+          const wait =
+            script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
+              ? earlyWait(route, known.replicaCounts.get(address), timeout)
+              : undefined
+          const commands: Array<ReadonlyArray<string>> = [Scripts.evalArgs("EVALSHA", script, keys, args)]
+          if (writesLease) commands.push(["ROLE"])
+          if (wait !== undefined) commands.push(wait)
+          return Effect.flatMap(connection.sendAll(commands, timeout), (outcomes) => {
+            const result = outcomes[0]!
+            if (Result.isFailure(result)) {
+              if (result.failure.code !== "NOSCRIPT") return Effect.fail(result.failure)
               return Effect.flatMap(
-                Effect.flatMap(left, (timeout) =>
-                  connection.send(Scripts.evalArgs("EVAL", script, keys, args), timeout)
-                ),
-                (reply) => afterReply(reply, role, acks, true)
+                Effect.suspend(() => connection.send(Scripts.evalArgs("EVAL", script, keys, args), left())),
+                (reply) => afterReply(reply, undefined, undefined)
               )
             }
-            return Result.isFailure(result)
-              ? Effect.fail(result.failure)
-              : afterReply(result.success, role, acks, false)
+            const role = writesLease ? outcomes[1]! : noRole
+            const acks = wait === undefined ? noRole : outcomes[writesLease ? 2 : 1]!
+            return afterReply(
+              result.success,
+              Result.isFailure(role) ? undefined : role.success,
+              Result.isFailure(acks) ? undefined : acks.success
+            )
           })
-        })
-      )
-    return Effect.flatMap(topology.route(request.key), (route) =>
-      attempt(route, route.address, false).pipe(
-        Effect.catchIf(
-          (error) => askTarget(error) !== undefined,
-          (error) => attempt(route, askTarget(error)!, true)
-        ),
-        Effect.tapError((error) =>
-          staleView.has(error.code) || error.kind !== "server" ? topology.refresh(request.key) : Effect.void
-        )
-      )
-    )
+        }
+        const afterReply = (reply: unknown, role: unknown, acks: unknown): Effect.Effect<A, LockRedisError> => {
+          const interpreted = interpret(reply)
+          if (Result.isFailure(interpreted)) return Effect.fail(interpreted.failure)
+          const [value, outcome] = interpreted.success
+          if (outcome === "no-write") {
+            if (script === Scripts.acquire) known.busy.note(request.key)
+            return Effect.succeed(value)
+          }
+          return checkWrite(route, connection, value, asking, role ?? undefined, acks ?? undefined)
+        }
+        return asking
+          ? Effect.flatMap(
+              Effect.suspend(() => connection.send(["ASKING"], left())),
+              sendAll
+            )
+          : sendAll()
+      })
+    const refreshOn = (error: LockRedisError): Effect.Effect<never, LockRedisError> =>
+      staleView.has(error.code) || error.kind !== "server"
+        ? Effect.andThen(topology.refresh(request.key), Effect.fail(error))
+        : Effect.fail(error)
+    const routed = topology.route(request.key)
+    if (Result.isFailure(routed)) return Effect.fail(routed.failure)
+    const route = routed.success
+    return Effect.catch(attempt(route, route.address, false), (error) => {
+      const target = askTarget(error)
+      return target === undefined ? refreshOn(error) : Effect.catch(attempt(route, target, true), refreshOn)
+    })
   })
 
 /**
@@ -296,7 +290,7 @@ export const makeBackend = (
             { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false },
             Scripts.leave,
             Scripts.leaveCall(key, waiterId, topology.publish),
-            () => Effect.succeed([undefined, "no-write"] as const),
+            () => Result.succeed([undefined, "no-write"] as const),
             () => Effect.void
           )
         )
@@ -323,8 +317,8 @@ const backendOver = (
         Scripts.acquire,
         Scripts.acquireCall(request),
         (reply) =>
-          Effect.map(
-            parseAcquire(reply),
+          Result.map(
+            readAcquire(reply),
             (parsed) => [parsed, parsed._tag === "Acquired" ? "wrote" : "no-write"] as const
           ),
         (address) =>
@@ -341,7 +335,7 @@ const backendOver = (
         request,
         Scripts.renew,
         [[request.key], [request.token, String(request.leaseMillis)]],
-        (reply) => Effect.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
+        (reply) => Result.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
         (address) =>
           Effect.suspend(() => {
             strays.remember(request.key, request.token, address)
@@ -357,7 +351,7 @@ const backendOver = (
           { ...request, acknowledge: false },
           Scripts.release,
           Scripts.releaseCall(request, topology.publish),
-          (reply) => Effect.succeed([reply === 1, "no-write"] as const),
+          (reply) => Result.succeed([reply === 1, "no-write"] as const),
           () => Effect.succeed(false)
         )
         // A node that took this token's write outside the view is cleaned too; only the master's reply counts.
@@ -379,7 +373,7 @@ const backendOver = (
         Scripts.checkCall(request),
         (reply) => {
           const held = typeof reply === "number" && reply !== -2
-          return Effect.succeed([held, held ? "wrote" : "no-write"] as const)
+          return Result.succeed([held, held ? "wrote" : "no-write"] as const)
         },
         (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, false))
       ),

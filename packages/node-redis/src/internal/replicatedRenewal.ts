@@ -34,7 +34,7 @@ export const renewAll = (
     const replies: Array<RenewReply> = Array.from({ length: requests.length }, () => false)
     const groups = new Map<string, Group>()
     for (let i = 0; i < requests.length; i++) {
-      const routed = yield* Effect.result(topology.route(requests[i]!.key))
+      const routed = topology.route(requests[i]!.key)
       if (routed._tag === "Failure") {
         replies[i] = routed.failure
         continue

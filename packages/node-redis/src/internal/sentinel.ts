@@ -11,6 +11,7 @@
 // at once when an operation meets a stale one; sentinels the others report are asked too.
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
@@ -206,16 +207,14 @@ export const connect = (
     return {
       description: "node-redis sentinel",
       route: () =>
-        Effect.suspend(() =>
-          view?.master === undefined
-            ? Effect.fail(noMaster(name, lastWhy))
-            : Effect.succeed({
-                address: Address.format(view.master),
-                replicas: view.replicas,
-                knownReplicas: view.knownReplicas,
-                departed
-              })
-        ),
+        view?.master === undefined
+          ? Result.fail(noMaster(name, lastWhy))
+          : Result.succeed({
+              address: Address.format(view.master),
+              replicas: view.replicas,
+              knownReplicas: view.knownReplicas,
+              departed
+            }),
       isMaster: (_key, address) => view?.master !== undefined && Address.format(view.master) === address,
       refresh: () => refresh,
       publish: "PUBLISH",

@@ -9,6 +9,7 @@
 // lease (`acquire()`) held through a `WAIT` for a slow replica would stall the application. The
 // writes, `ROLE` and `WAIT` run on the lock's dedicated pool to the master the client names.
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { LockRedisError } from "@sage/lock/LockError"
 import * as Address from "./address.ts"
 import type { Topology } from "./replicated.ts"
@@ -52,13 +53,12 @@ export const topology = (client: SentinelClient): Topology => {
   }
   return {
     description: "node-redis sentinel (shared client)",
-    route: () =>
-      Effect.suspend(() => {
-        const address = master()
-        return address === undefined
-          ? Effect.fail(noMaster())
-          : Effect.succeed({ address, replicas: replicasInView(client) })
-      }),
+    route: () => {
+      const address = master()
+      return address === undefined
+        ? Result.fail(noMaster())
+        : Result.succeed({ address, replicas: replicasInView(client) })
+    },
     isMaster: (_key, address) => master() === address,
     // The client re-reads the topology on the sentinels' events; nothing here can make it sooner.
     refresh: () => Effect.void,
