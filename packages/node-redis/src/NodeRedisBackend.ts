@@ -12,6 +12,7 @@
  * - Sentinel and Cluster: each acquisition and renewal takes a connection from the dedicated pool
  *   (per node, `dedicatedPool.maxConnections`, default 10) and runs the script, `ROLE`, and (with
  *   `replicaAcknowledgement`, the default) `WAIT` on it. `ROLE` and `WAIT` need ACL permission.
+ *   A release (one script, nothing else) runs on one shared, pipelined connection per node.
  *
  * - Standalone also hands a key from one fiber of a client to the next in one script (`transfer`,
  *   see `docs/semantics.md`); Sentinel and Cluster release, and the next fiber acquires.
@@ -114,7 +115,7 @@ export interface ClusterOptions extends CommonOptions {
   /**
    * Maps the addresses nodes announce (`host:port`) to reachable ones (NAT, Docker, proxies), as in
    * node-redis: an object keyed by announced address, or a function. Both the cluster client and the
-   * lock's dedicated connections (every lock operation, redirects included) use it.
+   * lock's own node connections (every lock operation, redirects included) use it.
    */
   readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
 }

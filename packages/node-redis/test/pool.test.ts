@@ -67,10 +67,29 @@ describe(`dedicated pool of one on ${flavor}`, () => {
       const value = yield* body.pipe(lock.withLock("renewing", { waitTimeout: "1 second" }))
       const late = Date.now() - bodyEnded
       assert.strictEqual(value, "done")
-      // The release may itself wait for the full pool, bounded to one second.
+      // The release runs on the node's shared connection, not the full pool.
       assert.isBelow(late, 1_800, "the interrupted renewal did not hold the result back")
     })
   )
+  it.live("a release needs no pooled connection, and a killed shared connection is replaced by the next one", () =>
+    Effect.gen(function* () {
+      const { server, pool, backend, hog } = yield* onOneNode
+      yield* hog
+      yield* Effect.sleep(100)
+      const release = (token: string) =>
+        backend.release({ key: "shared:{k}", token, leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false })
+      // With the only pooled connection held, a release through the pool would end in POOL_EXHAUSTED.
+      assert.isFalse(yield* release("t1"), "nothing held that key: released nothing, and answered")
+      assert.strictEqual(pool.openConnections(), 2, "the held pooled connection and the shared one")
+      // Every connection but the one sending this command: the shared one and the held one.
+      yield* server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+      yield* Effect.sleep(200)
+      assert.isFalse(yield* release("t2"), "a new shared connection took over")
+      const shared = (yield* server.command("CLIENT", "LIST")) as string
+      assert.match(shared, /cmd=evalsha/, "the second release ran on a connection of its own kind")
+    })
+  )
+
   it.live("batched renewals survive SCRIPT FLUSH: the NOSCRIPT ones are sent again as EVAL", () =>
     Effect.gen(function* () {
       const { server, backend } = yield* onOneNode

@@ -61,22 +61,21 @@ const scripted = (options: {
       return 1
     })
   }
-  const pool: Pool = {
-    openConnections: () => 1,
-    // Like the real pool, `f` is called once the connection is held (after the slow connect).
-    use: (address, timeout, f) =>
-      Effect.andThen(
-        options.slowAfterAcquire === true && acquired ? Effect.sleep(0.9 * timeout) : Effect.void,
-        Effect.suspend(() =>
-          f({
-            address,
-            send,
-            sendAll: (commands, timeoutMillis) =>
-              Effect.forEach(commands, (args) => Effect.result(send(args, timeoutMillis)))
-          })
-        )
+  // Like the real pool, `f` is called once the connection is held (after the slow connect). The
+  // scripted node has one kind of connection: `shared` is `use`.
+  const use: Pool["use"] = (address, timeout, f) =>
+    Effect.andThen(
+      options.slowAfterAcquire === true && acquired ? Effect.sleep(0.9 * timeout) : Effect.void,
+      Effect.suspend(() =>
+        f({
+          address,
+          send,
+          sendAll: (commands, timeoutMillis) =>
+            Effect.forEach(commands, (args) => Effect.result(send(args, timeoutMillis)))
+        })
       )
-  }
+    )
+  const pool: Pool = { openConnections: () => 1, use, shared: use }
   const topology: Topology = {
     description: "scripted",
     route: () =>

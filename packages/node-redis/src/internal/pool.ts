@@ -44,6 +44,19 @@ export interface Pool {
     timeoutMillis: number,
     f: (connection: Connection) => Effect.Effect<A, LockRedisError>
   ) => Effect.Effect<A, LockRedisError>
+  /**
+   * Runs `f` on the node's shared connection: one per node, pipelined, never held by one caller.
+   * Only for operations of a single script that need nothing else of their connection (a release, a
+   * waiter leaving): no `ROLE` answering for the node that just wrote, no `WAIT` counting its writes,
+   * no `ASKING` right before. A failure or timeout does not close it (node-redis keeps replies in
+   * order); a connection that broke is replaced by the next call. While it is being opened, callers
+   * use a dedicated connection (`use`) instead of waiting for it.
+   */
+  readonly shared: <A>(
+    address: string,
+    timeoutMillis: number,
+    f: (connection: Connection) => Effect.Effect<A, LockRedisError>
+  ) => Effect.Effect<A, LockRedisError>
   /** Connections currently open, per address (for tests and metrics). */
   readonly openConnections: () => number
 }
@@ -131,7 +144,11 @@ export const make = (options: {
       return pool
     }
 
-    const connect = (address: string, timeoutMillis: number): Effect.Effect<Client, LockRedisError> =>
+    const connect = (
+      address: string,
+      timeoutMillis: number,
+      created?: (client: Client) => void
+    ): Effect.Effect<Client, LockRedisError> =>
       Effect.suspend(() => {
         if (closed) {
           return Effect.fail(
@@ -154,6 +171,7 @@ export const make = (options: {
         } as RedisClientOptions) as Client
         client.on("error", () => {})
         open.add(client)
+        created?.(client)
         return Effect.tryPromise({
           try: () => client.connect(),
           catch: (error) => classify(`connect ${address}`, error)
@@ -234,7 +252,26 @@ export const make = (options: {
         )
       })
 
-    return { use, openConnections: () => open.size } satisfies Pool
+    // One shared connection per node, registered as soon as it is created so that callers arriving
+    // while it connects take a dedicated one instead of opening a second.
+    const lanes = new Map<string, Client>()
+    const shared: Pool["shared"] = (address, timeoutMillis, f) =>
+      Effect.suspend(() => {
+        const lane = lanes.get(address)
+        if (lane !== undefined) {
+          if (lane.isReady) return f(toConnection(address, lane))
+          if (lane.isOpen) return use(address, timeoutMillis, f)
+          // Broken (no reconnection on the lock's own connections): replaced below.
+          lanes.delete(address)
+          discard(lane)
+        }
+        return Effect.flatMap(
+          connect(address, timeoutMillis, (client) => lanes.set(address, client)),
+          (client) => f(toConnection(address, client))
+        )
+      })
+
+    return { use, shared, openConnections: () => open.size } satisfies Pool
   })
 
 const toConnection = (address: string, client: Client): Connection => ({
