@@ -49,8 +49,8 @@ export interface Pool {
    * Only for operations of a single script that need nothing else of their connection (a release, a
    * waiter leaving): no `ROLE` answering for the node that just wrote, no `WAIT` counting its writes,
    * no `ASKING` right before. A failure or timeout does not close it (node-redis keeps replies in
-   * order); a connection that broke is replaced by the next call. While it is being opened, callers
-   * use a dedicated connection (`use`) instead of waiting for it.
+   * order); it is opened in the background on first use, and again after it broke, and until it is
+   * ready callers use a dedicated connection (`use`) instead of waiting for it.
    */
   readonly shared: <A>(
     address: string,
@@ -252,23 +252,25 @@ export const make = (options: {
         )
       })
 
-    // One shared connection per node, registered as soon as it is created so that callers arriving
-    // while it connects take a dedicated one instead of opening a second.
+    // One shared connection per node, opened in the background the first time it is wanted, so no
+    // release ever waits for a connect: until it is ready (and after it broke, until the next one
+    // is), callers take a pooled connection, which an acquisition on that node has usually left
+    // idle. Registered as soon as it is created, so that only one is opened at a time.
+    const scope = yield* Effect.scope
     const lanes = new Map<string, Client>()
+    const laneConnectMillis = 5_000
     const shared: Pool["shared"] = (address, timeoutMillis, f) =>
       Effect.suspend(() => {
         const lane = lanes.get(address)
+        if (lane?.isReady === true) return f(toConnection(address, lane))
+        if (lane?.isOpen === true || closed) return use(address, timeoutMillis, f)
+        // None yet, or broken (the lock's own connections never reconnect): open a new one.
         if (lane !== undefined) {
-          if (lane.isReady) return f(toConnection(address, lane))
-          if (lane.isOpen) return use(address, timeoutMillis, f)
-          // Broken (no reconnection on the lock's own connections): replaced below.
           lanes.delete(address)
           discard(lane)
         }
-        return Effect.flatMap(
-          connect(address, timeoutMillis, (client) => lanes.set(address, client)),
-          (client) => f(toConnection(address, client))
-        )
+        const opening = connect(address, laneConnectMillis, (client) => lanes.set(address, client))
+        return Effect.andThen(Effect.forkIn(Effect.ignore(opening), scope), use(address, timeoutMillis, f))
       })
 
     return { use, shared, openConnections: () => open.size } satisfies Pool
