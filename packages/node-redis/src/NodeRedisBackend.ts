@@ -9,10 +9,11 @@
  * - Socket errors are logged or classified, never thrown.
  * - Standalone: every lock operation is one script on a pipelined connection, two by default
  *   (`connections`), each lock key always on the same one.
- * - Sentinel and Cluster: each acquisition and renewal takes a connection from the dedicated pool
- *   (per node, `dedicatedPool.maxConnections`, default 10) and runs the script, `ROLE`, and (with
- *   `replicaAcknowledgement`, the default) `WAIT` on it. `ROLE` and `WAIT` need ACL permission.
- *   A release (one script, nothing else) runs on one shared, pipelined connection per node.
+ * - Sentinel and Cluster: each acquisition and renewal runs the script, then `ROLE`, and (with
+ *   `replicaAcknowledgement`, the default) `WAIT`, on a connection from the dedicated pool (per
+ *   node, `dedicatedPool.maxConnections`, default 10): `WAIT` counts the writes of its own
+ *   connection. `ROLE` and `WAIT` need ACL permission. Releases, and with acknowledgement off
+ *   acquisitions too, run on one shared, pipelined connection per node instead of the pool.
  *
  * - Standalone also hands a key from one fiber of a client to the next in one script (`transfer`,
  *   see `docs/semantics.md`); Sentinel and Cluster release, and the next fiber acquires.

@@ -110,12 +110,16 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         )
         yield* Effect.sleep(100)
         const start = Date.now()
-        const waited = yield* Effect.void.pipe(holder.withLock("other", { waitTimeout: "300 millis" }), Effect.flip)
+        const waited = yield* Effect.void.pipe(hog.withLock("other", { waitTimeout: "300 millis" }), Effect.flip)
         assert.strictEqual(waited._tag, "TimedOut", "a full pool delays acquisition until waitTimeout")
         if (waited._tag === "TimedOut") {
           assert.strictEqual((waited.lastError as { code?: string } | undefined)?.code, "POOL_EXHAUSTED")
         }
         assert.isBelow(Date.now() - start, 300 + 1_000 + 700)
+        // Without acknowledgement an acquisition needs no connection of its own (no WAIT): it runs on
+        // the node's shared connection, which the first acquisition of `held` opened.
+        const free = yield* Effect.succeed("free").pipe(holder.withLock("free", { waitTimeout: "300 millis" }))
+        assert.strictEqual(free, "free", "an unacknowledged acquisition is not held up by the full pool")
         const lost = yield* Fiber.join(held.fiber).pipe(
           Effect.timeout("5 seconds"),
           Effect.flatMap(Effect.fromResult),

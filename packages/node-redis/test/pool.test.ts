@@ -31,6 +31,14 @@ const onOneNode = Effect.gen(function* () {
   return { server, address, pool, backend: yield* makeBackend(topology, pool), hog }
 })
 
+const request = (key: string, acknowledge: boolean) => ({
+  key,
+  token: `token-${key}`,
+  leaseMillis: 5_000,
+  timeoutMillis: 1_000,
+  acknowledge
+})
+
 describe(`dedicated pool of one on ${flavor}`, () => {
   it.live("a caller waiting for a connection is interrupted at once, and the permit is not lost", () =>
     Effect.gen(function* () {
@@ -93,6 +101,27 @@ describe(`dedicated pool of one on ${flavor}`, () => {
       assert.strictEqual(fallback.code, "POOL_EXHAUSTED")
       yield* Effect.sleep(200)
       assert.isFalse(yield* release("t3"), "a new shared connection took over")
+    })
+  )
+
+  it.live("without acknowledgement an acquisition runs on the shared connection; with it, on the pool", () =>
+    Effect.gen(function* () {
+      const { server, pool, backend, hog } = yield* onOneNode
+      // Opens the shared connection in the background (this first one takes the pooled connection).
+      assert.isFalse(yield* backend.release(request("warm:{k}", false)))
+      yield* Effect.sleep(200)
+      yield* hog
+      yield* Effect.sleep(100)
+      // The only pooled connection is held: an acquisition still taking the pool would time out.
+      const unacknowledged = yield* backend.acquire(request("off:{k}", false))
+      assert.strictEqual(unacknowledged._tag, "Acquired", "ROLE checked on the shared connection")
+      assert.strictEqual(yield* server.command("GET", "off:{k}"), "token-off:{k}")
+      // WAIT counts only the writes of its own connection, so an acknowledged acquisition waits for
+      // the pool (and here finds it held).
+      const acknowledged = yield* Effect.flip(backend.acquire(request("on:{k}", true)))
+      assert.strictEqual(acknowledged.code, "POOL_EXHAUSTED")
+      assert.isNull(yield* server.command("GET", "on:{k}"), "it never reached the server")
+      assert.strictEqual(pool.openConnections(), 2, "no connection was opened for either")
     })
   )
 

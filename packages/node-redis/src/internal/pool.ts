@@ -46,11 +46,12 @@ export interface Pool {
   ) => Effect.Effect<A, LockRedisError>
   /**
    * Runs `f` on the node's shared connection: one per node, pipelined, never held by one caller.
-   * Only for operations of a single script that need nothing else of their connection (a release, a
-   * waiter leaving): no `ROLE` answering for the node that just wrote, no `WAIT` counting its writes,
-   * no `ASKING` right before. A failure or timeout does not close it (node-redis keeps replies in
-   * order); it is opened in the background on first use, and again after it broke, and until it is
-   * ready callers use a dedicated connection (`use`) instead of waiting for it.
+   * Only for operations that need no command of their own around the script: no `WAIT` (it counts
+   * the writes of its connection and blocks it), no `ASKING` right before. (`ROLE` may follow on it:
+   * other callers' commands in between do not change which node answers.) A failure or timeout does
+   * not close it (node-redis keeps replies in order); it is opened in the background on first use,
+   * and again after it broke, and until it is ready callers use a dedicated connection (`use`)
+   * instead of waiting for it.
    */
   readonly shared: <A>(
     address: string,

@@ -175,10 +175,13 @@ const guardedWrite = <A>(
         : Effect.flatMap(Effect.mapError(connection.send(["ROLE"], left()), afterWrite), withRole)
     }
     // An ASK redirect takes a second connection within what is left, not a fresh budget.
-    // A script that is checked by nothing else of its connection (no ROLE, no WAIT, no ASKING) runs
-    // on the node's shared, pipelined connection and leaves the dedicated ones to those that are.
+    // Only `WAIT` (it counts the writes of its connection and blocks it) and `ASKING` (it must come
+    // right before the script) need a connection of their own. Everything else runs on the node's
+    // shared, pipelined connection, `ROLE` included: whatever other callers send in between, it
+    // answers for the node that ran the script, after the script ran.
+    const dedicated = writesLease && request.acknowledge
     const attempt = (route: Route, address: string, asking: boolean): Effect.Effect<A, LockRedisError> =>
-      (writesLease || asking ? pool.use : pool.shared)(address, left(), (connection) => {
+      (dedicated || asking ? pool.use : pool.shared)(address, left(), (connection) => {
         // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
         // connection they run in order, so ROLE answers for the node that just ran the script and
         // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
