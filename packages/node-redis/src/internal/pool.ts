@@ -258,19 +258,22 @@ export const make = (options: {
     // is), callers take a pooled connection, which an acquisition on that node has usually left
     // idle. Registered as soon as it is created, so that only one is opened at a time.
     const scope = yield* Effect.scope
-    const lanes = new Map<string, Client>()
+    // Each lane keeps its `Connection`: every release passes here, and needs no new one per call.
+    const lanes = new Map<string, { readonly client: Client; readonly connection: Connection }>()
     const laneConnectMillis = 5_000
     const shared: Pool["shared"] = (address, timeoutMillis, f) =>
       Effect.suspend(() => {
         const lane = lanes.get(address)
-        if (lane?.isReady === true) return f(toConnection(address, lane))
-        if (lane?.isOpen === true || closed) return use(address, timeoutMillis, f)
+        if (lane?.client.isReady === true) return f(lane.connection)
+        if (lane?.client.isOpen === true || closed) return use(address, timeoutMillis, f)
         // None yet, or broken (the lock's own connections never reconnect): open a new one.
         if (lane !== undefined) {
           lanes.delete(address)
-          discard(lane)
+          discard(lane.client)
         }
-        const opening = connect(address, laneConnectMillis, (client) => lanes.set(address, client))
+        const opening = connect(address, laneConnectMillis, (client) =>
+          lanes.set(address, { client, connection: toConnection(address, client) })
+        )
         return Effect.andThen(Effect.forkIn(Effect.ignore(opening), scope), use(address, timeoutMillis, f))
       })
 
