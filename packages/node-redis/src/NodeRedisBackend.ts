@@ -13,7 +13,8 @@
  *   `replicaAcknowledgement`, the default) `WAIT`, on a connection from the dedicated pool (per
  *   node, `dedicatedPool.maxConnections`, default 10): `WAIT` counts the writes of its own
  *   connection. `ROLE` and `WAIT` need ACL permission. Releases, and with acknowledgement off
- *   acquisitions too, run on one shared, pipelined connection per node instead of the pool.
+ *   acquisitions too, run on shared, pipelined connections instead of the pool: two to a Sentinel
+ *   master, one to each Cluster master.
  *
  * - Standalone also hands a key from one fiber of a client to the next in one script (`transfer`,
  *   see `docs/semantics.md`); Sentinel and Cluster release, and the next fiber acquires.
@@ -122,6 +123,12 @@ export interface ClusterOptions extends CommonOptions {
 }
 
 // Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
+/**
+ * Shared connections to a Sentinel master: every lock operation goes to that one server, so it gets
+ * two, as the standalone layer does; a Cluster client keeps one per master (see `Pool.make`).
+ */
+const sentinelSharedLanes = 2
+
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
   new InvalidArgument({
     field,
@@ -308,7 +315,11 @@ export const fromSentinel = (
     if (!sentinel.isOpen) {
       return yield* invalid("sentinel", "not connected", "connect the client before building the lock on it")
     }
-    const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
+    const pool = yield* Pool.make({
+      maxConnections,
+      clientOptions: options.nodeClientOptions ?? {},
+      sharedLanes: sentinelSharedLanes
+    })
     return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, { sharedSubscriber: true })
   })
 
@@ -457,7 +468,11 @@ export const makeSentinel = (
       },
       connectTimeout
     )
-    const pool = yield* Pool.make({ maxConnections, clientOptions: options.nodeClientOptions ?? {} })
+    const pool = yield* Pool.make({
+      maxConnections,
+      clientOptions: options.nodeClientOptions ?? {},
+      sharedLanes: sentinelSharedLanes
+    })
     return yield* makeBackend(topology, pool)
   })
 

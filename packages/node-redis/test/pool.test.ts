@@ -9,27 +9,31 @@ import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { laneOf } from "../src/internal/lane.ts"
 import * as Pool from "../src/internal/pool.ts"
 import { makeBackend, type Topology } from "../src/internal/replicated.ts"
 import { noWakeups } from "./support.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
-const onOneNode = Effect.gen(function* () {
-  const server = yield* RedisServer.start({ flavor: flavor! })
-  const address = `127.0.0.1:${server.port}`
-  const pool = yield* Pool.make({ maxConnections: 1, clientOptions: {} })
-  const topology: Topology = {
-    description: "one node",
-    route: () => Result.succeed({ address, replicas: 0 }),
-    isMaster: () => true,
-    refresh: () => Effect.void,
-    ...noWakeups
-  }
-  /** Holds the only connection until interrupted or the test's scope closes. */
-  const hog = Effect.forkScoped(pool.use(address, 1_000, () => Effect.never))
-  return { server, address, pool, backend: yield* makeBackend(topology, pool), hog }
-})
+const onOneNodeWith = (sharedLanes: number) =>
+  Effect.gen(function* () {
+    const server = yield* RedisServer.start({ flavor: flavor! })
+    const address = `127.0.0.1:${server.port}`
+    const pool = yield* Pool.make({ maxConnections: 1, clientOptions: {}, sharedLanes })
+    const topology: Topology = {
+      description: "one node",
+      route: () => Result.succeed({ address, replicas: 0 }),
+      isMaster: () => true,
+      refresh: () => Effect.void,
+      ...noWakeups
+    }
+    /** Holds the only connection until interrupted or the test's scope closes. */
+    const hog = Effect.forkScoped(pool.use(address, 1_000, () => Effect.never))
+    return { server, address, pool, backend: yield* makeBackend(topology, pool), hog }
+  })
+
+const onOneNode = onOneNodeWith(1)
 
 const request = (key: string, acknowledge: boolean) => ({
   key,
@@ -123,6 +127,44 @@ describe(`dedicated pool of one on ${flavor}`, () => {
       assert.isNull(yield* server.command("GET", "on:{k}"), "it never reached the server")
       assert.strictEqual(pool.openConnections(), 2, "no connection was opened for either")
     })
+  )
+
+  it.live(
+    "two shared connections per node open together, serve every lock between them, and both reopen after a kill",
+    () =>
+      Effect.gen(function* () {
+        const { server, pool, backend, hog } = yield* onOneNodeWith(2)
+        // One key for each shared connection (the key's hash picks it).
+        const byLane = new Map<number, string>()
+        for (let i = 0; byLane.size < 2; i++) byLane.set(laneOf(`lane:{${i}}`, 2), `lane:{${i}}`)
+        const keys = [...byLane.values()]
+        // The first operation takes the pooled connection and opens both shared ones in the background.
+        assert.isFalse(yield* backend.release(request(keys[0]!, false)))
+        yield* Effect.sleep(200)
+        assert.strictEqual(pool.openConnections(), 3, "the pooled connection and both shared ones")
+        yield* hog
+        yield* Effect.sleep(100)
+        // The only pooled connection is held: every lock below is served by its shared connection.
+        const cycle = (key: string) =>
+          Effect.gen(function* () {
+            const acquired = yield* backend.acquire(request(key, false))
+            assert.strictEqual(acquired._tag, "Acquired", key)
+            assert.isTrue(yield* backend.release(request(key, false)), key)
+          })
+        yield* Effect.forEach([...keys, ...Array.from({ length: 20 }, (_, i) => `many:{${i}}`)], cycle, {
+          concurrency: 8,
+          discard: true
+        })
+        assert.strictEqual(pool.openConnections(), 3, "no connection per key")
+        // Both shared connections (and the held one) are killed; the next operation finds its own
+        // broken, reopens both in the background and falls back to the held pool.
+        yield* server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        yield* Effect.sleep(200)
+        const fallback = yield* Effect.flip(backend.acquire(request(keys[0]!, false)))
+        assert.strictEqual(fallback.code, "POOL_EXHAUSTED")
+        yield* Effect.sleep(200)
+        yield* Effect.forEach(keys, cycle, { discard: true })
+      })
   )
 
   it.live("batched renewals survive SCRIPT FLUSH: the NOSCRIPT ones are sent again as EVAL", () =>

@@ -75,7 +75,7 @@ const scripted = (options: {
         })
       )
     )
-  const pool: Pool = { openConnections: () => 1, use, shared: use }
+  const pool: Pool = { openConnections: () => 1, use, shared: (address, _key, timeout, f) => use(address, timeout, f) }
   const topology: Topology = {
     description: "scripted",
     route: () =>

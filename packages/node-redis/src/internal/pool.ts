@@ -16,6 +16,7 @@ import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
 import { sendAllWithin, sendWithin } from "./commands.ts"
+import { laneOf } from "./lane.ts"
 import { destroyForGood } from "./teardown.ts"
 import { monotonicMillis } from "./time.ts"
 
@@ -45,16 +46,18 @@ export interface Pool {
     f: (connection: Connection) => Effect.Effect<A, LockRedisError>
   ) => Effect.Effect<A, LockRedisError>
   /**
-   * Runs `f` on the node's shared connection: one per node, pipelined, never held by one caller.
-   * Only for operations that need no command of their own around the script: no `WAIT` (it counts
-   * the writes of its connection and blocks it), no `ASKING` right before. (`ROLE` may follow on it:
-   * other callers' commands in between do not change which node answers.) A failure or timeout does
-   * not close it (node-redis keeps replies in order); it is opened in the background on first use,
-   * and again after it broke, and until it is ready callers use a dedicated connection (`use`)
-   * instead of waiting for it.
+   * Runs `f` on one of the node's shared connections (`sharedLanes` per node, pipelined, never held
+   * by one caller), `key` picking which (`laneOf`, so one lock always uses the same one). Only for
+   * operations that need no command of their own around the script: no `WAIT` (it counts the writes
+   * of its connection and blocks it), no `ASKING` right before. (`ROLE` may follow on it: other
+   * callers' commands in between do not change which node answers.) A failure or timeout does not
+   * close it (node-redis keeps replies in order); the node's shared connections are opened in the
+   * background on first use, and again after one broke, and until they are ready callers use a
+   * dedicated connection (`use`) instead of waiting for them.
    */
   readonly shared: <A>(
     address: string,
+    key: string,
     timeoutMillis: number,
     f: (connection: Connection) => Effect.Effect<A, LockRedisError>
   ) => Effect.Effect<A, LockRedisError>
@@ -121,6 +124,14 @@ export const make = (options: {
    * NAT or a proxy announce addresses the client cannot reach); undefined keeps the named address.
    */
   readonly resolve?: ((address: string) => Address.HostPort | undefined) | undefined
+  /**
+   * How many shared connections each node gets (default 1). One server taking every lock operation
+   * (a Sentinel master) gets two, as the standalone layer has: on one connection the client and the
+   * server take turns (see `lane.ts`). A Cluster client keeps one per master: there the client
+   * already works on one master's replies while another runs its commands, and more connections
+   * only add client CPU (docs/benchmarks.md, session 16).
+   */
+  readonly sharedLanes?: number | undefined
 }): Effect.Effect<Pool, never, Scope.Scope> =>
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
@@ -253,32 +264,61 @@ export const make = (options: {
         )
       })
 
-    // One shared connection per node, opened in the background the first time it is wanted, so no
-    // release ever waits for a connect: until it is ready (and after it broke, until the next one
-    // is), callers take a pooled connection, which an acquisition on that node has usually left
-    // idle. Registered as soon as it is created, so that only one is opened at a time.
+    // The shared connections of each node (`sharedLanes`), opened together in the background the
+    // first time one is wanted, so no release ever waits for a connect: until a lane is ready (and
+    // after it broke, until the next one is), its callers take a pooled connection, which an
+    // acquisition on that node has usually left idle. Each is registered as soon as it is created,
+    // so that only one is opened at a time per lane.
+    const sharedLanes = Math.max(1, Math.floor(options.sharedLanes ?? 1))
     const scope = yield* Effect.scope
     // Each lane keeps its `Connection`: every release passes here, and needs no new one per call.
-    const lanes = new Map<string, { readonly client: Client; readonly connection: Connection }>()
+    const lanes = new Map<string, Array<Lane | undefined>>()
     const laneConnectMillis = 5_000
-    const shared: Pool["shared"] = (address, timeoutMillis, f) =>
+    const shared: Pool["shared"] = (address, key, timeoutMillis, f) =>
       Effect.suspend(() => {
-        const lane = lanes.get(address)
+        let node = lanes.get(address)
+        if (node === undefined) {
+          node = Array.from({ length: sharedLanes }, () => undefined)
+          lanes.set(address, node)
+        }
+        const lane = node[laneOf(key, sharedLanes)]
         if (lane?.client.isReady === true) return f(lane.connection)
         if (lane?.client.isOpen === true || closed) return use(address, timeoutMillis, f)
-        // None yet, or broken (the lock's own connections never reconnect): open a new one.
-        if (lane !== undefined) {
-          lanes.delete(address)
-          discard(lane.client)
+        // None yet, or broken (the lock's own connections never reconnect): open every lane of the
+        // node that is missing or broken, together.
+        const opening: Array<Effect.Effect<Client, LockRedisError>> = []
+        for (let i = 0; i < node.length; i++) {
+          const other = node[i]
+          if (other?.client.isOpen === true) continue
+          if (other !== undefined) discard(other.client)
+          node[i] = undefined
+          const slots = node
+          opening.push(
+            connect(address, laneConnectMillis, (client) => {
+              slots[i] = { client, connection: toConnection(address, client) }
+            })
+          )
         }
-        const opening = connect(address, laneConnectMillis, (client) =>
-          lanes.set(address, { client, connection: toConnection(address, client) })
+        return Effect.andThen(
+          // Each on its own: one that fails leaves the others connecting.
+          Effect.forkIn(
+            Effect.forEach(opening, (connecting) => Effect.ignore(connecting), {
+              concurrency: "unbounded",
+              discard: true
+            }),
+            scope
+          ),
+          use(address, timeoutMillis, f)
         )
-        return Effect.andThen(Effect.forkIn(Effect.ignore(opening), scope), use(address, timeoutMillis, f))
       })
 
     return { use, shared, openConnections: () => open.size } satisfies Pool
   })
+
+interface Lane {
+  readonly client: Client
+  readonly connection: Connection
+}
 
 const toConnection = (address: string, client: Client): Connection => ({
   address,

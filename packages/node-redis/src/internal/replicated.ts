@@ -16,7 +16,7 @@ import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
 import { readAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
-import type { Pool } from "./pool.ts"
+import type { Connection, Pool } from "./pool.ts"
 import { awaitReplicas, connectedReplicas, earlyWait } from "./acknowledgement.ts"
 import { renewAll } from "./replicatedRenewal.ts"
 import * as Scripts from "./scripts.ts"
@@ -176,12 +176,18 @@ const guardedWrite = <A>(
     }
     // An ASK redirect takes a second connection within what is left, not a fresh budget.
     // Only `WAIT` (it counts the writes of its connection and blocks it) and `ASKING` (it must come
-    // right before the script) need a connection of their own. Everything else runs on the node's
-    // shared, pipelined connection, `ROLE` included: whatever other callers send in between, it
-    // answers for the node that ran the script, after the script ran.
+    // right before the script) need a connection of their own. Everything else runs on one of the
+    // node's shared, pipelined connections (the key picks which), `ROLE` included: whatever other
+    // callers send in between, it answers for the node that ran the script, after the script ran.
     const dedicated = writesLease && request.acknowledge
+    const onNode = (
+      address: string,
+      asking: boolean,
+      f: (connection: Connection) => Effect.Effect<A, LockRedisError>
+    ): Effect.Effect<A, LockRedisError> =>
+      dedicated || asking ? pool.use(address, left(), f) : pool.shared(address, request.key, left(), f)
     const attempt = (route: Route, address: string, asking: boolean): Effect.Effect<A, LockRedisError> =>
-      (dedicated || asking ? pool.use : pool.shared)(address, left(), (connection) => {
+      onNode(address, asking, (connection) => {
         // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
         // connection they run in order, so ROLE answers for the node that just ran the script and
         // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they

@@ -20,6 +20,7 @@ import {
   sendOver,
   unexpected
 } from "./commands.ts"
+import { laneOf } from "./lane.ts"
 import * as Scripts from "./scripts.ts"
 import { destroyForGood } from "./teardown.ts"
 import * as Wakeups from "./wakeups.ts"
@@ -182,17 +183,6 @@ const renewChunkOf = (send: Send, requests: ReadonlyArray<LeaseRequest>): Effect
           : requests.map(() => unexpected("renewAll", reply))
     })
   )
-}
-
-/**
- * Which of `lanes` connections carries the commands of `lockKey`: a hash of the key, so one lock
- * always uses the same connection (its acquire, renew, release and hand-on stay in the order sent).
- */
-export const laneOf = (lockKey: string, lanes: number): number => {
-  if (lanes === 1) return 0
-  let hash = 0x811c9dc5
-  for (let i = 0; i < lockKey.length; i++) hash = Math.imul(hash ^ lockKey.charCodeAt(i), 0x01000193)
-  return (hash >>> 0) % lanes
 }
 
 /**
