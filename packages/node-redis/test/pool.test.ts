@@ -167,6 +167,48 @@ describe(`dedicated pool of one on ${flavor}`, () => {
       })
   )
 
+  it.live("a burst of first operations opens each shared connection once", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: flavor! })
+      const address = `127.0.0.1:${server.port}`
+      const pool = yield* Pool.make({ maxConnections: 16, clientOptions: {}, sharedLanes: 2 })
+      const topology: Topology = {
+        description: "one node",
+        route: () => Result.succeed({ address, replicas: 0 }),
+        isMaster: () => true,
+        refresh: () => Effect.void,
+        ...noWakeups
+      }
+      const backend = yield* makeBackend(topology, pool)
+      // Connections the server accepted since `before`, not counting the ones the test kit opens
+      // for its own commands (one per command).
+      const received = Effect.map(server.command("INFO", "stats"), (info) =>
+        Number(/total_connections_received:(\d+)/.exec(String(info))?.[1])
+      )
+      const before = yield* received
+      let probes = 0
+      const opened = Effect.map(received, (total) => total - before - ++probes)
+      // 16 releases at once on a backend that has no shared connection yet: each falls back to a
+      // pooled connection while the two shared ones open, and none opens them again.
+      yield* Effect.forEach(
+        Array.from({ length: 16 }, (_, i) => `burst:{${i}}`),
+        (key) => backend.release(request(key, false)),
+        { concurrency: "unbounded", discard: true }
+      )
+      yield* Effect.sleep(300)
+      const pooled = pool.openConnections() - 2
+      assert.isAtMost(pooled, 16)
+      assert.strictEqual(yield* opened, pooled + 2, "every connection opened is still open")
+      // Once they are open, the same burst opens nothing.
+      yield* Effect.forEach(
+        Array.from({ length: 16 }, (_, i) => `burst:{${i}}`),
+        (key) => backend.release(request(key, false)),
+        { concurrency: "unbounded", discard: true }
+      )
+      assert.strictEqual(yield* opened, pooled + 2)
+    })
+  )
+
   it.live("batched renewals survive SCRIPT FLUSH: the NOSCRIPT ones are sent again as EVAL", () =>
     Effect.gen(function* () {
       const { server, backend } = yield* onOneNode

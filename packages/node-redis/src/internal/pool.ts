@@ -282,32 +282,36 @@ export const make = (options: {
           lanes.set(address, node)
         }
         const lane = node[laneOf(key, sharedLanes)]
-        if (lane?.client.isReady === true) return f(lane.connection)
-        if (lane?.client.isOpen === true || closed) return use(address, timeoutMillis, f)
+        if (lane?.connection !== undefined && lane.client?.isReady === true) return f(lane.connection)
+        if (lane?.opening === true || closed) return use(address, timeoutMillis, f)
         // None yet, or broken (the lock's own connections never reconnect): open every lane of the
-        // node that is missing or broken, together.
-        const opening: Array<Effect.Effect<Client, LockRedisError>> = []
+        // node that is missing or broken, together. Each is marked as opening here, before the
+        // background fiber runs, so that the callers that come meanwhile use the pool instead of
+        // opening it again.
+        const opening: Array<Effect.Effect<void>> = []
         for (let i = 0; i < node.length; i++) {
           const other = node[i]
-          if (other?.client.isOpen === true) continue
-          if (other !== undefined) discard(other.client)
-          node[i] = undefined
-          const slots = node
+          if (other !== undefined && (other.opening || other.client?.isReady === true)) continue
+          if (other?.client !== undefined) discard(other.client)
+          const fresh: Lane = { opening: true, client: undefined, connection: undefined }
+          node[i] = fresh
           opening.push(
             connect(address, laneConnectMillis, (client) => {
-              slots[i] = { client, connection: toConnection(address, client) }
-            })
+              fresh.client = client
+              fresh.connection = toConnection(address, client)
+            }).pipe(
+              Effect.ignore,
+              Effect.ensuring(
+                Effect.sync(() => {
+                  fresh.opening = false
+                })
+              )
+            )
           )
         }
         return Effect.andThen(
           // Each on its own: one that fails leaves the others connecting.
-          Effect.forkIn(
-            Effect.forEach(opening, (connecting) => Effect.ignore(connecting), {
-              concurrency: "unbounded",
-              discard: true
-            }),
-            scope
-          ),
+          Effect.forkIn(Effect.all(opening, { concurrency: "unbounded", discard: true }), scope),
           use(address, timeoutMillis, f)
         )
       })
@@ -315,9 +319,11 @@ export const make = (options: {
     return { use, shared, openConnections: () => open.size } satisfies Pool
   })
 
+/** One shared connection of a node: opening (no client, or one still connecting) or opened. */
 interface Lane {
-  readonly client: Client
-  readonly connection: Connection
+  opening: boolean
+  client: Client | undefined
+  connection: Connection | undefined
 }
 
 const toConnection = (address: string, client: Client): Connection => ({
