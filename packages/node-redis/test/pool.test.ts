@@ -16,11 +16,11 @@ import { noWakeups } from "./support.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
-const onOneNodeWith = (sharedLanes: number) =>
+const onOneNodeWith = (sharedLanes: number, maxConnections = 1) =>
   Effect.gen(function* () {
     const server = yield* RedisServer.start({ flavor: flavor! })
     const address = `127.0.0.1:${server.port}`
-    const pool = yield* Pool.make({ maxConnections: 1, clientOptions: {}, sharedLanes })
+    const pool = yield* Pool.make({ maxConnections, clientOptions: {}, sharedLanes })
     const topology: Topology = {
       description: "one node",
       route: () => Result.succeed({ address, replicas: 0 }),
@@ -28,7 +28,7 @@ const onOneNodeWith = (sharedLanes: number) =>
       refresh: () => Effect.void,
       ...noWakeups
     }
-    /** Holds the only connection until interrupted or the test's scope closes. */
+    /** Holds one connection (the only one, in a pool of one) until interrupted or the scope closes. */
     const hog = Effect.forkScoped(pool.use(address, 1_000, () => Effect.never))
     return { server, address, pool, backend: yield* makeBackend(topology, pool), hog }
   })
@@ -43,7 +43,7 @@ const request = (key: string, acknowledge: boolean) => ({
   acknowledge
 })
 
-describe(`dedicated pool of one on ${flavor}`, () => {
+describe(`dedicated pool and shared connections on ${flavor}`, () => {
   it.live("a caller waiting for a connection is interrupted at once, and the permit is not lost", () =>
     Effect.gen(function* () {
       const { address, pool, hog } = yield* onOneNode
@@ -169,17 +169,7 @@ describe(`dedicated pool of one on ${flavor}`, () => {
 
   it.live("a burst of first operations opens each shared connection once", () =>
     Effect.gen(function* () {
-      const server = yield* RedisServer.start({ flavor: flavor! })
-      const address = `127.0.0.1:${server.port}`
-      const pool = yield* Pool.make({ maxConnections: 16, clientOptions: {}, sharedLanes: 2 })
-      const topology: Topology = {
-        description: "one node",
-        route: () => Result.succeed({ address, replicas: 0 }),
-        isMaster: () => true,
-        refresh: () => Effect.void,
-        ...noWakeups
-      }
-      const backend = yield* makeBackend(topology, pool)
+      const { server, pool, backend } = yield* onOneNodeWith(2, 16)
       // Connections the server accepted since `before`, not counting the ones the test kit opens
       // for its own commands (one per command).
       const received = Effect.map(server.command("INFO", "stats"), (info) =>
