@@ -122,13 +122,13 @@ export interface ClusterOptions extends CommonOptions {
   readonly nodeAddressMap?: RedisClusterOptions["nodeAddressMap"] | undefined
 }
 
-// Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
 /**
  * Shared connections to a Sentinel master: every lock operation goes to that one server, so it gets
  * two, as the standalone layer does; a Cluster client keeps one per master (see `Pool.make`).
  */
 const sentinelSharedLanes = 2
 
+// Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
   new InvalidArgument({
     field,

@@ -267,8 +267,8 @@ export const make = (options: {
     // The shared connections of each node (`sharedLanes`), opened together in the background the
     // first time one is wanted, so no release ever waits for a connect: until a lane is ready (and
     // after it broke, until the next one is), its callers take a pooled connection, which an
-    // acquisition on that node has usually left idle. Each is registered as soon as it is created,
-    // so that only one is opened at a time per lane.
+    // acquisition on that node has usually left idle. A lane is marked as opening from the moment it
+    // is wanted until its connect ends, so that only one is opened at a time per lane.
     const sharedLanes = Math.max(1, Math.floor(options.sharedLanes ?? 1))
     const scope = yield* Effect.scope
     // Each lane keeps its `Connection`: every release passes here, and needs no new one per call.
