@@ -14,7 +14,7 @@ import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import { connectCluster } from "./clients.ts"
 import { clientOn, holding } from "./support.ts"
 import { sharedClusterTarget, sharedSentinelTarget } from "./targets.ts"
-import { clientOver, handoff } from "./wakeup.ts"
+import { clientOver, handoff, wokenWithinMillis } from "./wakeup.ts"
 
 LockContract.suite("redis7 sentinel over a shared client (node-redis)", sharedSentinelTarget("redis7"))
 LockContract.suite("redis7 cluster over a shared client (node-redis)", sharedClusterTarget("redis7"))
@@ -47,7 +47,7 @@ describe("a shared Sentinel client", () => {
           subscribed: yield* channels(master, "CHANNELS")
         }
       }).pipe(Effect.provide(NodeRedisBackend.layerFromSentinel(sentinel), { local: true }))
-      assert.isBelow(gap, 150, `woken through the shared pub/sub: handoff took ${gap.toFixed(1)} ms`)
+      assert.isBelow(gap, wokenWithinMillis, `woken through the shared pub/sub: handoff took ${gap.toFixed(1)} ms`)
       assert.deepStrictEqual(sentinelsDuring, sentinelsBefore, "the lock connected to no sentinel")
       assert.isTrue(
         subscribed.some((channel) => channel.endsWith(":wake")),
@@ -111,7 +111,11 @@ describe("a shared Cluster client", () => {
         const gap = yield* handoff(nodeFor, a, b, "k")
         return { gap, subscribed: yield* channels(owner, "SHARDCHANNELS") }
       }).pipe(Effect.provide(NodeRedisBackend.layerFromCluster(cluster), { local: true }))
-      assert.isBelow(gap, 150, `woken through the shared sharded pub/sub: handoff took ${gap.toFixed(1)} ms`)
+      assert.isBelow(
+        gap,
+        wokenWithinMillis,
+        `woken through the shared sharded pub/sub: handoff took ${gap.toFixed(1)} ms`
+      )
       assert.isTrue(
         subscribed.some((channel) => channel.endsWith(":wake")),
         `the wake channel was subscribed: ${subscribed}`

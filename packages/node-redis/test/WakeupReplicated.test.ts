@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import type { Lock } from "@sage/lock"
 import { ClusterTopology, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-import { clientOver, handoff, median, show } from "./wakeup.ts"
+import { clientOver, handoff, median, show, wokenWithinMillis } from "./wakeup.ts"
 
 /** Handoffs between two clients, alternating who holds: their median in ms, and all of them. */
 const handoffs = (
@@ -40,12 +40,12 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           const b = yield* Effect.flatMap(backend(), clientOver)
           const onMaster = () => topology.master()
           const before = yield* handoffs(onMaster, a, b, ["s", "s", "s"])
-          assert.isBelow(before.median, 75, `before the failover: ${before.all}`)
+          assert.isBelow(before.median, wokenWithinMillis, `before the failover: ${before.all}`)
           yield* SentinelTopology.failover(topology)
           // Let both clients see the new master (their first calls may still be redirected).
           yield* handoffs(onMaster, a, b, ["s"]).pipe(Effect.ignore)
           const after = yield* handoffs(onMaster, a, b, ["s", "s", "s"])
-          assert.isBelow(after.median, 75, `after the failover: ${after.all}`)
+          assert.isBelow(after.median, wokenWithinMillis, `after the failover: ${after.all}`)
         }),
       replicatedTestTimeout
     )
@@ -74,7 +74,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           }
           assert.strictEqual(masters.size, 3, "keys on all three masters")
           const result = yield* handoffs((lockKey) => topology.masterFor(lockKey), a, b, keys)
-          assert.isBelow(result.median, 75, `handoff ms: ${result.all}`)
+          assert.isBelow(result.median, wokenWithinMillis, `handoff ms: ${result.all}`)
         }),
       replicatedTestTimeout
     )

@@ -31,16 +31,37 @@ export const waitersRegistered = (nodeFor: NodeFor, key: string, n: number) =>
   })
 
 /**
- * Without wake-ups, a waiter that has waited this long polls a few hundred ms apart; woken, it
- * follows a release within a round trip or two. Holding this long after the waiter registered makes
- * the difference visible.
+ * Polls until the waiter registered for `key` has attempted again: the busy reply of each attempt
+ * moves its registration's expiry (the `:waiting` score), so a change there is the waiter's poll.
  */
-export const holdAfterRegistered = 800
+export const waiterPolledAgain = (nodeFor: NodeFor, key: string) =>
+  Effect.gen(function* () {
+    const [lockKey, , waitingUntil] = LockScripts.keysOf(lockKeyOf(key))
+    const node = yield* Effect.orDie(nodeFor(lockKey))
+    const expiries = Effect.map(Effect.orDie(node.command("ZRANGE", waitingUntil, "0", "-1", "WITHSCORES")), String)
+    const first = yield* expiries
+    for (let i = 0; i < 1_000; i++) {
+      yield* Effect.sleep(5)
+      if ((yield* expiries) !== first) return
+    }
+    return yield* Effect.die(`the waiter for ${key} did not attempt again within 5 s`)
+  })
 
 /**
- * One handoff: `holder` takes `key`, `waiter` then waits for it; once the waiter is registered (and
- * has waited `holdAfterRegistered` ms), the holder releases. Returns the ms from the end of the
- * holder's body to the start of the waiter's.
+ * The handoff a wake-up makes, with room for a loaded machine, and well under what polling costs.
+ *
+ * `handoff` releases just after the waiter's poll. With a 30 s lease a registered waiter polls every
+ * 0.5-1 s (half to all of the 1 s backoff cap), so without a wake-up its next attempt comes at least
+ * 500 ms after the release; woken, it follows within a round trip or two (a few ms here, up to about
+ * 230 ms measured on a cold connection while other suites loaded both cores). No handoff without a
+ * wake-up can come in under this bound, so a test asserting it cannot pass by polling.
+ */
+export const wokenWithinMillis = 300
+
+/**
+ * One handoff: `holder` takes `key`, `waiter` then waits for it; once the waiter is registered and
+ * has polled again (so its subscription is in place and its next poll is at least 500 ms away), the
+ * holder releases. Returns the ms from the end of the holder's body to the start of the waiter's.
  */
 export const handoff = (
   nodeFor: NodeFor,
@@ -55,7 +76,7 @@ export const handoff = (
       holder.withLock(key, { waitTimeout: "5 seconds" })(
         Deferred.succeed(inside, undefined).pipe(
           Effect.andThen(waitersRegistered(nodeFor, key, 1)),
-          Effect.andThen(Effect.sleep(holdAfterRegistered)),
+          Effect.andThen(waiterPolledAgain(nodeFor, key)),
           Effect.andThen(Effect.sync(() => (releasedAt = performance.now())))
         )
       )
