@@ -16,11 +16,11 @@ import { noWakeups } from "./support.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
-const onOneNodeWith = (sharedLanes: number, maxConnections = 1) =>
+const onOneNodeWith = (sharedLanes: number, maxConnections = 1, idleCloseMillis?: number) =>
   Effect.gen(function* () {
     const server = yield* RedisServer.start({ flavor: flavor! })
     const address = `127.0.0.1:${server.port}`
-    const pool = yield* Pool.make({ maxConnections, clientOptions: {}, sharedLanes })
+    const pool = yield* Pool.make({ maxConnections, clientOptions: {}, sharedLanes, idleCloseMillis })
     const topology: Topology = {
       description: "one node",
       route: () => Result.succeed({ address, replicas: 0 }),
@@ -53,7 +53,7 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
       yield* Effect.sleep(200)
       const start = Date.now()
       yield* Fiber.interrupt(waiter)
-      assert.isBelow(Date.now() - start, 500, "interrupting a pool wait does not wait for its timeout")
+      assert.isBelow(Date.now() - start, 2_500, "interrupting a pool wait does not wait for its 5 s timeout")
       yield* Fiber.interrupt(hogging)
       const value = yield* pool.use(address, 1_000, (connection) => connection.send(["PING"], 1_000))
       assert.strictEqual(value, "PONG", "the permit came back after both fibers left")
@@ -196,6 +196,48 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
         { concurrency: "unbounded", discard: true }
       )
       assert.strictEqual(yield* opened, pooled + 2)
+    })
+  )
+
+  it.live("connections unused for the idle period are closed, pooled and shared alike; ones in use stay", () =>
+    Effect.gen(function* () {
+      const idleCloseMillis = 1_000
+      const { server, address, pool, backend } = yield* onOneNodeWith(2, 2, idleCloseMillis)
+      // Every connection the server has, the test kit's own (one per command) included.
+      const stats = Effect.map(server.command("INFO", "clients", "stats"), (info) => ({
+        connected: Number(/connected_clients:(\d+)/.exec(String(info))?.[1]),
+        received: Number(/total_connections_received:(\d+)/.exec(String(info))?.[1])
+      }))
+      const before = yield* stats
+      const byLane = new Map<number, string>()
+      for (let i = 0; byLane.size < 2; i++) byLane.set(laneOf(`idle:{${i}}`, 2), `idle:{${i}}`)
+      const busyKey = byLane.get(0)!
+      // Two pooled connections (a burst of two) and both shared ones.
+      yield* Effect.all([pool.use(address, 1_000, () => Effect.sleep(50)), backend.release(request(busyKey, false))], {
+        concurrency: "unbounded"
+      })
+      yield* Effect.sleep(200)
+      assert.strictEqual(pool.openConnections(), 4, "two pooled connections and two shared ones")
+      // One shared connection and one pooled one stay in use for three idle periods: only the other
+      // two are closed, and nothing is reopened.
+      const opened = (yield* stats).received
+      const deadline = Date.now() + 3 * idleCloseMillis
+      while (Date.now() < deadline) {
+        assert.isFalse(yield* backend.release(request(busyKey, false)))
+        yield* pool.use(address, 1_000, (connection) => connection.send(["PING"], 1_000))
+        yield* Effect.sleep(50)
+      }
+      assert.strictEqual(pool.openConnections(), 2, "the shared and the pooled connection in use")
+      const during = yield* stats
+      assert.strictEqual(during.received - opened, 1, "nothing reopened: only the test kit's own connection for INFO")
+      assert.strictEqual(during.connected, before.connected + 2, "the server sees the same two")
+      // Unused from here on: all are closed, and the next operation opens what it needs again.
+      yield* Effect.sleep(3 * idleCloseMillis)
+      assert.strictEqual(pool.openConnections(), 0)
+      assert.strictEqual((yield* stats).connected, before.connected, "the server has none of the lock's left")
+      assert.isFalse(yield* backend.release(request(busyKey, false)))
+      yield* Effect.sleep(200)
+      assert.strictEqual(pool.openConnections(), 3, "a pooled connection and the two shared ones, again")
     })
   )
 

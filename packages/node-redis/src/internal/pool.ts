@@ -6,6 +6,11 @@
 // renewal (within the usable lease) but never stretches them. A connection whose command failed,
 // timed out or was interrupted is destroyed rather than reused: its socket may still carry a late
 // reply or a blocked WAIT.
+//
+// Connections nobody used for about a minute are closed (`idleCloseMillis`): the idle ones a burst
+// left in a node's pool, and the shared ones of a node no operation goes to any more (a master that
+// a failover demoted, a node that left the Cluster). The check is a counter of sweeps, stamped on
+// each connection when it is used, so the hot path reads no clock.
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -82,7 +87,13 @@ interface Ticket {
 interface NodePool {
   free: number
   readonly waiters: Array<Ticket>
-  readonly idle: Array<Client>
+  /** Free connections, the most recently used last; each with the sweep during which it was freed. */
+  readonly idle: Array<IdleClient>
+}
+
+interface IdleClient {
+  readonly client: Client
+  readonly freedIn: number
 }
 
 const grant = (pool: NodePool, ticket: Ticket): boolean => {
@@ -132,10 +143,17 @@ export const make = (options: {
    * only add client CPU (docs/benchmarks.md, session 16).
    */
   readonly sharedLanes?: number | undefined
+  /**
+   * Connections unused for this long (default a minute) are closed, within half as long again:
+   * idle pooled ones and shared ones alike. Tests shorten it.
+   */
+  readonly idleCloseMillis?: number | undefined
 }): Effect.Effect<Pool, never, Scope.Scope> =>
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
     const open = new Set<Client>()
+    // Idle sweeps so far: what a connection's last use is stamped with.
+    let sweeps = 0
     // Once closed, no connection may be opened: a release or renewal still in flight while the layer
     // closes would otherwise open one that nothing ever closes, and the process could not exit.
     let closed = false
@@ -231,10 +249,10 @@ export const make = (options: {
           return f(toConnection(address, client))
         }
         const withPermit = (remainingMillis: number) => {
-          let client = pool.idle.pop()
+          let client = pool.idle.pop()?.client
           while (client !== undefined && !client.isReady) {
             discard(client)
-            client = pool.idle.pop()
+            client = pool.idle.pop()?.client
           }
           return client !== undefined ? runOn(client) : Effect.flatMap(connect(address, remainingMillis), runOn)
         }
@@ -254,7 +272,7 @@ export const make = (options: {
           (exit) =>
             Effect.sync(() => {
               if (held !== undefined) {
-                if (Exit.isSuccess(exit) && held.isReady && !closed) pool.idle.push(held)
+                if (Exit.isSuccess(exit) && held.isReady && !closed) pool.idle.push({ client: held, freedIn: sweeps })
                 else discard(held)
               }
               if (ticket.granted) return giveBack(pool)
@@ -282,7 +300,10 @@ export const make = (options: {
           lanes.set(address, node)
         }
         const lane = node[laneOf(key, sharedLanes)]
-        if (lane?.connection !== undefined && lane.client?.isReady === true) return f(lane.connection)
+        if (lane?.connection !== undefined && lane.client?.isReady === true) {
+          lane.usedIn = sweeps
+          return f(lane.connection)
+        }
         if (lane?.opening === true || closed) return use(address, timeoutMillis, f)
         // None yet, or broken (the lock's own connections never reconnect): open every lane of the
         // node that is missing or broken, together. Each is marked as opening here, before the
@@ -293,7 +314,7 @@ export const make = (options: {
           const other = node[i]
           if (other !== undefined && (other.opening || other.client?.isReady === true)) continue
           if (other?.client !== undefined) discard(other.client)
-          const fresh: Lane = { opening: true, client: undefined, connection: undefined }
+          const fresh: Lane = { opening: true, client: undefined, connection: undefined, usedIn: sweeps }
           node[i] = fresh
           opening.push(
             connect(address, laneConnectMillis, (client) => {
@@ -316,6 +337,34 @@ export const make = (options: {
         )
       })
 
+    // Every half `idleCloseMillis`, close what was not used since the sweep before last: idle for a
+    // whole `idleCloseMillis` at least. A shared connection unused that long has nothing in flight
+    // (a stuck command would fail as the connection closes, and its caller retries); a node whose
+    // permits are all back and which has nothing left open is forgotten.
+    const sweepMillis = Math.max(1, (options.idleCloseMillis ?? 60_000) / 2)
+    const sweep = Effect.sync(() => {
+      const stale = sweeps - 2
+      sweeps++
+      for (const [address, pool] of nodes) {
+        let kept = 0
+        while (kept < pool.idle.length && pool.idle[kept]!.freedIn <= stale) kept++
+        for (const { client } of pool.idle.splice(0, kept)) discard(client)
+        if (pool.free === options.maxConnections && pool.waiters.length === 0 && pool.idle.length === 0) {
+          nodes.delete(address)
+        }
+      }
+      for (const [address, node] of lanes) {
+        for (let i = 0; i < node.length; i++) {
+          const lane = node[i]
+          if (lane === undefined || lane.opening || lane.usedIn > stale) continue
+          if (lane.client !== undefined) discard(lane.client)
+          node[i] = undefined
+        }
+        if (node.every((lane) => lane === undefined)) lanes.delete(address)
+      }
+    })
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(sweepMillis), sweep)))
+
     return { use, shared, openConnections: () => open.size } satisfies Pool
   })
 
@@ -324,6 +373,8 @@ interface Lane {
   opening: boolean
   client: Client | undefined
   connection: Connection | undefined
+  /** The sweep during which it was last used. */
+  usedIn: number
 }
 
 const toConnection = (address: string, client: Client): Connection => ({
