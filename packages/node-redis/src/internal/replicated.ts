@@ -8,7 +8,8 @@
 // asked for too few replicas, or it ran out, a second `WAIT` asks for the right count with what is
 // left of the caller's budget (never 0, which would block forever). `WAIT` counts only writes made
 // on the same connection. A missing acknowledgement is a retryable failure; a write on a node that
-// is not the master is reported as such.
+// is not the master is reported as such. Acknowledged acquisitions that come together share one
+// such round trip: their scripts, one `ROLE` and one `WAIT` (groupCommit.ts).
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -19,6 +20,7 @@ import { readAcquire, replicatedFailure as failure, runScript, type Send } from 
 import type { Connection, Pool } from "./pool.ts"
 import { awaitReplicas, connectedReplicas, earlyWait } from "./acknowledgement.ts"
 import { renewAll } from "./replicatedRenewal.ts"
+import * as GroupCommit from "./groupCommit.ts"
 import * as Scripts from "./scripts.ts"
 import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 import * as StrayWrites from "./strayWrites.ts"
@@ -118,7 +120,15 @@ const busyKeys = (): BusyKeys => {
   }
 }
 
-const noRole = Result.fail(undefined)
+/** What a backend keeps across operations. */
+interface Known {
+  readonly replicaCounts: ReplicaCounts
+  readonly busy: BusyKeys
+  /** Batches acknowledged acquisitions per node (absent: each goes on its own). */
+  readonly groups?: GroupCommit.GroupCommit | undefined
+}
+
+const noRole: Result.Result<unknown, LockRedisError> = Result.fail(undefined as unknown as LockRedisError)
 
 /**
  * Runs one script on the key's master and, when it wrote, checks the role and waits for replicas.
@@ -133,7 +143,7 @@ const noRole = Result.fail(undefined)
 const guardedWrite = <A>(
   topology: Topology,
   pool: Pool,
-  known: { readonly replicaCounts: ReplicaCounts; readonly busy: BusyKeys },
+  known: Known,
   request: LeaseRequest,
   script: Scripts.Script,
   [keys, args]: readonly [ReadonlyArray<string>, ReadonlyArray<string>],
@@ -186,48 +196,87 @@ const guardedWrite = <A>(
       f: (connection: Connection) => Effect.Effect<A, LockRedisError>
     ): Effect.Effect<A, LockRedisError> =>
       dedicated || asking ? pool.use(address, left(), f) : pool.shared(address, request.key, left(), f)
-    const attempt = (route: Route, address: string, asking: boolean): Effect.Effect<A, LockRedisError> =>
-      onNode(address, asking, (connection) => {
+    // The script's outcome, on the connection it ran on: when it wrote, the role and the replicas
+    // are checked there (a second `WAIT` must follow the write on its own connection).
+    const afterScript = (
+      route: Route,
+      connection: Connection,
+      asking: boolean,
+      result: Result.Result<unknown, LockRedisError>,
+      role: Result.Result<unknown, LockRedisError>,
+      acks: Result.Result<unknown, LockRedisError>
+    ): Effect.Effect<A, LockRedisError> => {
+      if (Result.isFailure(result)) {
+        // Re-sent (NOSCRIPT): the role and acknowledgement that went with it ran too early.
+        if (result.failure.code !== "NOSCRIPT") return Effect.fail(result.failure)
+        return Effect.flatMap(
+          Effect.suspend(() => connection.send(Scripts.evalArgs("EVAL", script, keys, args), left())),
+          (reply) => afterReply(route, connection, asking, reply, undefined, undefined)
+        )
+      }
+      return afterReply(
+        route,
+        connection,
+        asking,
+        result.success,
+        Result.isFailure(role) ? undefined : role.success,
+        Result.isFailure(acks) ? undefined : acks.success
+      )
+    }
+    const afterReply = (
+      route: Route,
+      connection: Connection,
+      asking: boolean,
+      reply: unknown,
+      role: unknown,
+      acks: unknown
+    ): Effect.Effect<A, LockRedisError> => {
+      const interpreted = interpret(reply)
+      if (Result.isFailure(interpreted)) return Effect.fail(interpreted.failure)
+      const [value, outcome] = interpreted.success
+      if (outcome === "no-write") {
+        if (script === Scripts.acquire) known.busy.note(request.key)
+        return Effect.succeed(value)
+      }
+      return checkWrite(route, connection, value, asking, role ?? undefined, acks ?? undefined)
+    }
+    const earlyWaitFor = (route: Route, address: string, timeout: number) =>
+      script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
+        ? earlyWait(route, known.replicaCounts.get(address), timeout)
+        : undefined
+    const attempt = (route: Route, address: string, asking: boolean): Effect.Effect<A, LockRedisError> => {
+      // An acknowledged acquisition joins the node's next batch (groupCommit.ts): its script, one
+      // ROLE and one WAIT for the whole batch, in one write on one dedicated connection.
+      if (dedicated && !asking && script === Scripts.acquire && known.groups !== undefined) {
+        const timeout = left()
+        return known.groups.run(
+          address,
+          timeout,
+          Scripts.evalArgs("EVALSHA", script, keys, args),
+          earlyWaitFor(route, address, timeout),
+          (outcome, connection) => afterScript(route, connection, false, outcome.script, outcome.role, outcome.acks)
+        )
+      }
+      return onNode(address, asking, (connection) => {
         // The script, ROLE and (with acknowledgement) WAIT go out together, one round trip: on one
         // connection they run in order, so ROLE answers for the node that just ran the script and
-        // WAIT waits for its write. Only when the script had to be re-sent (NOSCRIPT) did they
-        // run too early; then both are asked again.
+        // WAIT waits for its write.
         const sendAll = () => {
           const timeout = left()
-          const wait =
-            script === Scripts.acquire && request.acknowledge && !known.busy.recent(request.key)
-              ? earlyWait(route, known.replicaCounts.get(address), timeout)
-              : undefined
+          const wait = earlyWaitFor(route, address, timeout)
           const commands: Array<ReadonlyArray<string>> = [Scripts.evalArgs("EVALSHA", script, keys, args)]
           if (writesLease) commands.push(["ROLE"])
           if (wait !== undefined) commands.push(wait)
-          return Effect.flatMap(connection.sendAll(commands, timeout), (outcomes) => {
-            const result = outcomes[0]!
-            if (Result.isFailure(result)) {
-              if (result.failure.code !== "NOSCRIPT") return Effect.fail(result.failure)
-              return Effect.flatMap(
-                Effect.suspend(() => connection.send(Scripts.evalArgs("EVAL", script, keys, args), left())),
-                (reply) => afterReply(reply, undefined, undefined)
-              )
-            }
-            const role = writesLease ? outcomes[1]! : noRole
-            const acks = wait === undefined ? noRole : outcomes[writesLease ? 2 : 1]!
-            return afterReply(
-              result.success,
-              Result.isFailure(role) ? undefined : role.success,
-              Result.isFailure(acks) ? undefined : acks.success
+          return Effect.flatMap(connection.sendAll(commands, timeout), (outcomes) =>
+            afterScript(
+              route,
+              connection,
+              asking,
+              outcomes[0]!,
+              writesLease ? outcomes[1]! : noRole,
+              wait === undefined ? noRole : outcomes[writesLease ? 2 : 1]!
             )
-          })
-        }
-        const afterReply = (reply: unknown, role: unknown, acks: unknown): Effect.Effect<A, LockRedisError> => {
-          const interpreted = interpret(reply)
-          if (Result.isFailure(interpreted)) return Effect.fail(interpreted.failure)
-          const [value, outcome] = interpreted.success
-          if (outcome === "no-write") {
-            if (script === Scripts.acquire) known.busy.note(request.key)
-            return Effect.succeed(value)
-          }
-          return checkWrite(route, connection, value, asking, role ?? undefined, acks ?? undefined)
+          )
         }
         return asking
           ? Effect.flatMap(
@@ -236,6 +285,7 @@ const guardedWrite = <A>(
             )
           : sendAll()
       })
+    }
     const refreshOn = (error: LockRedisError): Effect.Effect<never, LockRedisError> =>
       staleView.has(error.code) || error.kind !== "server"
         ? Effect.andThen(topology.refresh(request.key), Effect.fail(error))
@@ -286,34 +336,36 @@ export const makeBackend = (
   strays = StrayWrites.make(),
   options: { readonly sharedSubscriber?: boolean | undefined } = {}
 ): Effect.Effect<Backend, never, Scope.Scope> => {
-  const known = { replicaCounts: new Map<string, number>(), busy: busyKeys() }
-  return Effect.map(
-    makeWakeups({
-      subscriber: topology.subscriber,
-      // On a client the application keeps, the lock's channels are dropped when its layer closes.
-      unsubscribeOnClose: options.sharedSubscriber,
-      leave: (key, waiterId, timeoutMillis) =>
-        Effect.ignore(
-          guardedWrite(
-            topology,
-            pool,
-            known,
-            { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false },
-            Scripts.leave,
-            Scripts.leaveCall(key, waiterId, topology.publish),
-            () => Result.succeed([undefined, "no-write"] as const),
-            () => Effect.void
+  return Effect.flatMap(GroupCommit.make(pool), (groups) => {
+    const known: Known = { replicaCounts: new Map<string, number>(), busy: busyKeys(), groups }
+    return Effect.map(
+      makeWakeups({
+        subscriber: topology.subscriber,
+        // On a client the application keeps, the lock's channels are dropped when its layer closes.
+        unsubscribeOnClose: options.sharedSubscriber,
+        leave: (key, waiterId, timeoutMillis) =>
+          Effect.ignore(
+            guardedWrite(
+              topology,
+              pool,
+              known,
+              { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false },
+              Scripts.leave,
+              Scripts.leaveCall(key, waiterId, topology.publish),
+              () => Result.succeed([undefined, "no-write"] as const),
+              () => Effect.void
+            )
           )
-        )
-    }),
-    (wakeups) => backendOver(topology, pool, known, strays, wakeups)
-  )
+      }),
+      (wakeups) => backendOver(topology, pool, known, strays, wakeups)
+    )
+  })
 }
 
 const backendOver = (
   topology: Topology,
   pool: Pool,
-  known: { readonly replicaCounts: ReplicaCounts; readonly busy: BusyKeys },
+  known: Known,
   strays: StrayWrites.StrayWrites,
   wakeups: Wakeups
 ): Backend => {
