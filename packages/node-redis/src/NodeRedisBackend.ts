@@ -128,6 +128,13 @@ export interface ClusterOptions extends CommonOptions {
  */
 const sentinelSharedLanes = 2
 
+/**
+ * A Sentinel master takes every acquisition, so acknowledged ones that come together are committed
+ * as a group (one `ROLE` and one `WAIT` for several scripts); on Cluster batches per master stay
+ * small and it did not pay (see `internal/groupCommit.ts`).
+ */
+const sentinelOptions = { groupCommit: true } as const
+
 // Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
   new InvalidArgument({
@@ -320,7 +327,10 @@ export const fromSentinel = (
       clientOptions: options.nodeClientOptions ?? {},
       sharedLanes: sentinelSharedLanes
     })
-    return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, { sharedSubscriber: true })
+    return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, {
+      ...sentinelOptions,
+      sharedSubscriber: true
+    })
   })
 
 /**
@@ -473,7 +483,7 @@ export const makeSentinel = (
       clientOptions: options.nodeClientOptions ?? {},
       sharedLanes: sentinelSharedLanes
     })
-    return yield* makeBackend(topology, pool)
+    return yield* makeBackend(topology, pool, undefined, sentinelOptions)
   })
 
 /**

@@ -30,7 +30,13 @@ const onMasterWithReplica = (maxConnections: number) =>
       Effect.map(nodes.master.command("INFO", "commandstats"), (info) =>
         Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(String(info))?.[1] ?? 0)
       )
-    return { nodes, address, pool, backend: yield* makeBackend(topology, pool), calls }
+    return {
+      nodes,
+      address,
+      pool,
+      backend: yield* makeBackend(topology, pool, undefined, { groupCommit: true }),
+      calls
+    }
   })
 
 const request = (key: string, timeoutMillis = 2_000): LeaseRequest => ({

@@ -9,8 +9,13 @@
 // connection goes back to the pool once every member is done with it (or is closed, if one of them
 // failed or was interrupted there: a blocked `WAIT` may still be on it).
 //
-// One acquisition alone goes out at once, in a batch of one: batches only form while others are in
-// flight (at most `inFlight` per node), so an uncontended call waits for nothing.
+// An acquisition that finds nothing in flight to its master goes out at once, in its own fiber, as
+// it would without group commit, so an uncontended call waits for nothing and hops between no
+// fibers. Batches form only while others are in flight (at most `inFlight` per node).
+//
+// Used on Sentinel, where every acquisition goes to one master: with 16 fibers it measured 10-20 %
+// more locks a second. On Cluster, where they spread over several masters, batches stay small and
+// the hand-off between fibers cost more than it saved (docs/benchmarks.md, session 17).
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -59,6 +64,8 @@ const noWait: Result.Result<unknown, LockRedisError> = Result.fail(
     mayHaveExecuted: false
   })
 )
+
+const roleCommand: ReadonlyArray<string> = ["ROLE"]
 
 type Delivery = Result.Result<readonly [BatchOutcome, Batch], LockRedisError>
 
@@ -209,6 +216,20 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
       return node
     }
 
+    // Once per batch, when its round trip ends (or it failed): the next batch may go, if members
+    // came meanwhile.
+    const roundTripEnd = (address: string, node: Node): Effect.Effect<void> => {
+      let ended = false
+      return Effect.suspend(() => {
+        if (ended) return Effect.void
+        ended = true
+        node.running--
+        return node.pending.length > 0 && node.running < inFlight
+          ? Effect.asVoid(Effect.forkIn(startBatch(address, node), scope))
+          : Effect.void
+      })
+    }
+
     // Sends what is pending (members that left are skipped) as one batch, and when its round trip
     // ends, starts the next one if members came meanwhile.
     const startBatch = (address: string, node: Node): Effect.Effect<void> =>
@@ -220,15 +241,7 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
         // (and leaves the batch, if it has not gone out yet), not the others with it.
         const deadline = Math.max(...members.map((member) => member.deadline))
         const timeout = Math.max(1, deadline - performance.now())
-        let roundTripDone = false
-        const next = Effect.suspend(() => {
-          if (roundTripDone) return Effect.void
-          roundTripDone = true
-          node.running--
-          return node.pending.length > 0 && node.running < inFlight
-            ? Effect.asVoid(Effect.forkIn(startBatch(address, node), scope))
-            : Effect.void
-        })
+        const next = roundTripEnd(address, node)
         // Built once the connection is held: members that left while it was awaited are not sent.
         const send = (connection: Connection): Effect.Effect<void, LockRedisError> => {
           const live = members.filter((member) => !member.left)
@@ -243,7 +256,7 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
           }
           for (const member of live) member.sent = true
           const commands = live.map((member) => member.script)
-          commands.push(["ROLE"])
+          commands.push(roleCommand)
           if (wanted > 0) commands.push(["WAIT", String(wanted), String(Math.max(1, Math.floor(millis)))])
           return Effect.flatMap(
             Effect.tap(connection.sendAll(commands, Math.max(1, deadline - performance.now())), next),
@@ -283,7 +296,44 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
         )
       })
 
-    const run: GroupCommit["run"] = (address, timeoutMillis, script, wait, then) => {
+    // Alone (nothing in flight to the node): the caller's own round trip, in its own fiber, as
+    // without group commit; others that come meanwhile queue for the next batch.
+    const alone = <A>(
+      address: string,
+      node: Node,
+      timeoutMillis: number,
+      script: ReadonlyArray<string>,
+      wait: ReadonlyArray<string> | undefined,
+      then: (outcome: BatchOutcome, connection: Connection) => Effect.Effect<A, LockRedisError>
+    ): Effect.Effect<A, LockRedisError> => {
+      node.running++
+      const deadline = performance.now() + timeoutMillis
+      const next = roundTripEnd(address, node)
+      const commands = wait === undefined ? [script, roleCommand] : [script, roleCommand, wait]
+      return Effect.ensuring(
+        pool.use(address, timeoutMillis, (connection) =>
+          Effect.flatMap(
+            Effect.tap(connection.sendAll(commands, Math.max(1, deadline - performance.now())), next),
+            (outcomes) =>
+              then(
+                { script: outcomes[0]!, role: outcomes[1]!, acks: wait === undefined ? noWait : outcomes[2]! },
+                connection
+              )
+          )
+        ),
+        next
+      )
+    }
+
+    const run: GroupCommit["run"] = (address, timeoutMillis, script, wait, then) =>
+      Effect.suspend(() => {
+        const node = nodeOf(address)
+        return node.running === 0
+          ? alone(address, node, timeoutMillis, script, wait, then)
+          : grouped(address, timeoutMillis, script, wait, then)
+      })
+
+    const grouped: GroupCommit["run"] = (address, timeoutMillis, script, wait, then) => {
       const member: Member = {
         script,
         wait,

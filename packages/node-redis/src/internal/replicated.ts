@@ -8,8 +8,8 @@
 // asked for too few replicas, or it ran out, a second `WAIT` asks for the right count with what is
 // left of the caller's budget (never 0, which would block forever). `WAIT` counts only writes made
 // on the same connection. A missing acknowledgement is a retryable failure; a write on a node that
-// is not the master is reported as such. Acknowledged acquisitions that come together share one
-// such round trip: their scripts, one `ROLE` and one `WAIT` (groupCommit.ts).
+// is not the master is reported as such. On Sentinel, acknowledged acquisitions that come together
+// share one such round trip: their scripts, one `ROLE` and one `WAIT` (groupCommit.ts).
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -334,9 +334,15 @@ export const makeBackend = (
   topology: Topology,
   pool: Pool,
   strays = StrayWrites.make(),
-  options: { readonly sharedSubscriber?: boolean | undefined } = {}
+  options: {
+    readonly sharedSubscriber?: boolean | undefined
+    /** Commit acknowledged acquisitions to a master as groups (groupCommit.ts). */
+    readonly groupCommit?: boolean | undefined
+  } = {}
 ): Effect.Effect<Backend, never, Scope.Scope> => {
-  return Effect.flatMap(GroupCommit.make(pool), (groups) => {
+  const grouping: Effect.Effect<GroupCommit.GroupCommit | undefined, never, Scope.Scope> =
+    options.groupCommit === true ? GroupCommit.make(pool) : Effect.succeed(undefined)
+  return Effect.flatMap(grouping, (groups) => {
     const known: Known = { replicaCounts: new Map<string, number>(), busy: busyKeys(), groups }
     return Effect.map(
       makeWakeups({
