@@ -102,6 +102,25 @@ describe(`group commit of acknowledged acquisitions on ${flavor}`, () => {
     })
   )
 
+  it.live("acquisitions interrupted at any moment leave group commit working: batches still form and go out", () =>
+    Effect.gen(function* () {
+      const { backend, calls } = yield* onMasterWithReplica(10)
+      assert.strictEqual((yield* backend.acquire(request("first")))._tag, "Acquired")
+      // 200 acquisitions, each interrupted after 0-3 ms: before, during or after its batch.
+      yield* Effect.forEach(
+        Array.from({ length: 200 }, (_, i) => i),
+        (i) => Effect.timeoutOption(backend.acquire(request(`cut{${i}}`)), i % 4),
+        { concurrency: 50, discard: true }
+      )
+      const roles = yield* calls("role")
+      const keys = Array.from({ length: 32 }, (_, i) => `whole{${i}}`)
+      const outcomes = yield* Effect.forEach(keys, (key) => backend.acquire(request(key)), { concurrency: "unbounded" })
+      for (const [i, key] of keys.entries()) assert.strictEqual(outcomes[i]!._tag, "Acquired", key)
+      const batches = (yield* calls("role")) - roles
+      assert.isAtMost(batches, 8, `32 acquisitions took ${batches} ROLE calls`)
+    })
+  )
+
   it.live("a member that leaves, or runs out of time, before its batch goes out is never written", () =>
     Effect.gen(function* () {
       const { nodes, address, pool, backend } = yield* onMasterWithReplica(1)

@@ -13,7 +13,7 @@
 // it would without group commit, so an uncontended call waits for nothing and hops between no
 // fibers. Batches form only while others are in flight (at most `inFlight` per node).
 //
-// Used on Sentinel, where every acquisition goes to one master: with 16 fibers it measured 10-20 %
+// Used on Sentinel, where every acquisition goes to one master: with 16 fibers it measured 6-12 %
 // more locks a second. On Cluster, where they spread over several masters, batches stay small and
 // the hand-off between fibers cost more than it saved (docs/benchmarks.md, session 17).
 import * as Cause from "effect/Cause"
@@ -23,7 +23,7 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
 import { noReply } from "./commands.ts"
-import type { Connection, Pool } from "./pool.ts"
+import { type Connection, exhausted, type Pool } from "./pool.ts"
 
 /** The replies a member gets from its batch: its script's, and the batch's `ROLE` and `WAIT` (if any). */
 export interface BatchOutcome {
@@ -116,17 +116,6 @@ const deliver = (member: Member, delivery: Delivery): boolean => {
   return true
 }
 
-/** A member whose batch did not go out in its time: as the pool's own timeout says it. */
-const outOfTime = (address: string, millis: number): LockRedisError =>
-  new LockRedisError({
-    command: "dedicated connection",
-    kind: "timeout",
-    code: "POOL_EXHAUSTED",
-    reply: `no dedicated connection to ${address} became free within ${Math.round(millis)} ms`,
-    retryable: true,
-    mayHaveExecuted: false
-  })
-
 /** The batch's own failure when a member left its connection unusable (never seen by members). */
 const tainted = new LockRedisError({
   command: "batch",
@@ -216,32 +205,40 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
       return node
     }
 
-    // Once per batch, when its round trip ends (or it failed): the next batch may go, if members
-    // came meanwhile.
-    const roundTripEnd = (address: string, node: Node): Effect.Effect<void> => {
-      let ended = false
-      return Effect.suspend(() => {
-        if (ended) return Effect.void
-        ended = true
-        node.running--
-        return node.pending.length > 0 && node.running < inFlight
-          ? Effect.asVoid(Effect.forkIn(startBatch(address, node), scope))
-          : Effect.void
-      })
+    // A batch's place among the `inFlight` of its node: taken when it starts, given back once, when
+    // its round trip ends (or it failed), and then the next batch may go if members came meanwhile.
+    // Given back only if taken, so an interruption at any point leaves the count right.
+    const slot = (address: string, node: Node) => {
+      let state: "free" | "taken" | "ended" = "free"
+      return {
+        take: () => {
+          node.running++
+          state = "taken"
+        },
+        end: Effect.suspend(() => {
+          if (state !== "taken") return Effect.void
+          state = "ended"
+          node.running--
+          return node.pending.length > 0 && node.running < inFlight
+            ? Effect.asVoid(Effect.forkIn(startBatch(address, node), scope))
+            : Effect.void
+        })
+      }
     }
 
     // Sends what is pending (members that left are skipped) as one batch, and when its round trip
     // ends, starts the next one if members came meanwhile.
-    const startBatch = (address: string, node: Node): Effect.Effect<void> =>
-      Effect.suspend(() => {
+    const startBatch = (address: string, node: Node): Effect.Effect<void> => {
+      const place = slot(address, node)
+      const next = place.end
+      const batch = Effect.suspend(() => {
         const members = node.pending.splice(0, maxBatch).filter((member) => !member.left)
         if (members.length === 0) return Effect.void
-        node.running++
+        place.take()
         // Bounded by the member with the most time left: one with less gives up on its own timer
         // (and leaves the batch, if it has not gone out yet), not the others with it.
         const deadline = Math.max(...members.map((member) => member.deadline))
         const timeout = Math.max(1, deadline - performance.now())
-        const next = roundTripEnd(address, node)
         // Built once the connection is held: members that left while it was awaited are not sent.
         const send = (connection: Connection): Effect.Effect<void, LockRedisError> => {
           const live = members.filter((member) => !member.left)
@@ -295,6 +292,8 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
           Effect.ignore
         )
       })
+      return Effect.ensuring(batch, next)
+    }
 
     // Alone (nothing in flight to the node): the caller's own round trip, in its own fiber, as
     // without group commit; others that come meanwhile queue for the next batch.
@@ -306,21 +305,24 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
       wait: ReadonlyArray<string> | undefined,
       then: (outcome: BatchOutcome, connection: Connection) => Effect.Effect<A, LockRedisError>
     ): Effect.Effect<A, LockRedisError> => {
-      node.running++
+      const place = slot(address, node)
+      const next = place.end
       const deadline = performance.now() + timeoutMillis
-      const next = roundTripEnd(address, node)
       const commands = wait === undefined ? [script, roleCommand] : [script, roleCommand, wait]
       return Effect.ensuring(
-        pool.use(address, timeoutMillis, (connection) =>
-          Effect.flatMap(
-            Effect.tap(connection.sendAll(commands, Math.max(1, deadline - performance.now())), next),
-            (outcomes) =>
-              then(
-                { script: outcomes[0]!, role: outcomes[1]!, acks: wait === undefined ? noWait : outcomes[2]! },
-                connection
-              )
+        Effect.suspend(() => {
+          place.take()
+          return pool.use(address, timeoutMillis, (connection) =>
+            Effect.flatMap(
+              Effect.tap(connection.sendAll(commands, Math.max(1, deadline - performance.now())), next),
+              (outcomes) =>
+                then(
+                  { script: outcomes[0]!, role: outcomes[1]!, acks: wait === undefined ? noWait : outcomes[2]! },
+                  connection
+                )
+            )
           )
-        ),
+        }),
         next
       )
     }
@@ -363,7 +365,7 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
               member.left = true
               const at = node.pending.indexOf(member)
               if (at !== -1) node.pending.splice(at, 1)
-              settle(Result.fail(member.sent ? noReply("EVALSHA", millis) : outOfTime(address, millis)))
+              settle(Result.fail(member.sent ? noReply("EVALSHA", millis) : exhausted(address, millis)))
             }, millis)
             return Effect.sync(() => clearTimeout(timer))
           })

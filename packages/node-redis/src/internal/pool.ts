@@ -113,7 +113,8 @@ const giveBack = (pool: NodePool): void => {
   Deferred.doneUnsafe(next.ready!, Effect.void)
 }
 
-const exhausted = (address: string, timeoutMillis: number): LockRedisError =>
+/** No connection to `address` within `timeoutMillis`: the permit never came (or, for a batch, it never went out). */
+export const exhausted = (address: string, timeoutMillis: number): LockRedisError =>
   new LockRedisError({
     command: "dedicated connection",
     kind: "timeout",
