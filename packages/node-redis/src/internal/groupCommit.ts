@@ -243,7 +243,7 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
         const send = (connection: Connection): Effect.Effect<void, LockRedisError> => {
           const live = members.filter((member) => !member.left)
           if (live.length === 0) return Effect.void
-          // One WAIT for the batch: for the most replicas any member wants, within the least time any has.
+          // One WAIT for the batch: for the most replicas a member wants, within the least time a member has.
           let wanted = 0
           let millis = Infinity
           for (const { wait } of live) {
