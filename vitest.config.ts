@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
 // The workspace packages export their built dist/ to the world and their sources under the
@@ -8,19 +10,41 @@ const conditions = ["@sage/source", "module", "node", "development|production"]
 const project = (
   name: string,
   root: string,
-  extra: { readonly maxConcurrency?: number; readonly sequence?: { readonly groupOrder: number } } = {}
-) => ({
-  resolve: { conditions },
-  ssr: { resolve: { conditions, externalConditions: ["@sage/source", "node", "module-sync"] } },
-  test: {
-    name,
-    root,
-    include: ["test/**/*.test.ts"],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
-    ...extra
+  extra: {
+    readonly maxConcurrency?: number
+    readonly sequence?: { readonly groupOrder: number }
+    readonly include?: ReadonlyArray<string>
+    readonly alias?: Record<string, string>
+    readonly env?: Record<string, string>
+  } = {}
+) => {
+  const { include = ["test/**/*.test.ts"], alias, ...rest } = extra
+  return {
+    resolve: { conditions, ...(alias === undefined ? {} : { alias }) },
+    ssr: { resolve: { conditions, externalConditions: ["@sage/source", "node", "module-sync"] } },
+    test: {
+      name,
+      root,
+      include: [...include],
+      testTimeout: 60_000,
+      hookTimeout: 60_000,
+      ...rest
+    }
   }
-})
+}
+
+// The backend's peer range starts at an older node-redis than the one the workspace uses (6), so a
+// subset of its suite runs again on that oldest version, installed beside it as `redis-oldest` and
+// put in place of `redis` for the workspace's sources and tests. The two versions must agree, or the
+// run would claim a version it did not test.
+const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
+const readJson = (path: string) => JSON.parse(readFileSync(here(path), "utf8"))
+const peerFloor = /^>=\s*([0-9.]+)/.exec(readJson("packages/node-redis/package.json").peerDependencies.redis)?.[1]
+const oldest = readJson("packages/node-redis/node_modules/redis-oldest/package.json").version
+const workspaceNodeRedis = readJson("packages/node-redis/package.json").devDependencies.redis
+if (oldest !== peerFloor) {
+  throw new Error(`redis-oldest is ${oldest}, but the backend's peer range starts at ${peerFloor}: make them agree`)
+}
 
 // Vitest 4+ ignores vitest.workspace.ts: the packages are declared here as projects.
 export default defineConfig({
@@ -31,9 +55,28 @@ export default defineConfig({
     maxWorkers: 2,
     projects: [
       project("lock", "packages/lock"),
-      project("node-redis", "packages/node-redis"),
+      project("node-redis", "packages/node-redis", { env: { SAGE_EXPECTED_NODE_REDIS: workspaceNodeRedis } }),
       project("testkit", "packages/testkit"),
       project("cli", "packages/cli"),
+      // The connection-level behaviour (connect, reconnect, failover, teardown, the pool, wake-ups, the
+      // shared-client layers) on the oldest node-redis the peer range accepts.
+      project(`node-redis@${oldest}`, "packages/node-redis", {
+        alias: { redis: here("packages/node-redis/node_modules/redis-oldest") },
+        env: { SAGE_EXPECTED_NODE_REDIS: oldest },
+        include: [
+          "test/NodeRedisBackend.test.ts",
+          "test/NodeRedisBackend.contract.test.ts",
+          "test/SharedClient.test.ts",
+          "test/Sentinel.test.ts",
+          "test/Cluster.test.ts",
+          "test/Failover.test.ts",
+          "test/Wakeup.test.ts",
+          "test/pool.test.ts",
+          "test/groupCommit.test.ts",
+          "test/teardown.test.ts",
+          "test/nodeRedisVersion.test.ts"
+        ]
+      }),
       // The fault matrix's CI subset (scripts/faults/test); `npm run faults` runs the whole matrix.
       // Each cell runs servers and worker processes: three at a time keeps a 2-core machine responsive.
       // It runs after the other projects (groupOrder 1), never beside a suite with short leases.

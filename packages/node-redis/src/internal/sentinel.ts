@@ -18,6 +18,7 @@ import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { replicaAddresses } from "./acknowledgement.ts"
 import { classify, isUnknownMasterReply } from "./classify.ts"
+import { sendWithin } from "./commands.ts"
 import type { Topology } from "./replicated.ts"
 import type { Subscriber } from "./wakeups.ts"
 import { defaultReconnect } from "./standalone.ts"
@@ -307,15 +308,14 @@ const sentinelClient = (node: Address.HostPort, options: RedisClientOptions | un
   return client
 }
 
+// One question, bounded by its own timer (`sendWithin`), with neither node-redis's `timeout` nor an
+// abort signal: on node-redis 5 a command given both can be unlinked from the queue twice (the
+// timeout after an abort), which throws from a timer callback, an uncaught exception, before 5.9,
+// and corrupts the queue's length after. A question abandoned by an interruption is answered and
+// ignored.
 const send = (client: Client, args: ReadonlyArray<string>): Effect.Effect<unknown, LockRedisError> =>
-  Effect.tryPromise({
-    try: (signal) => client.sendCommand([...args], { timeout: askTimeoutMillis, abortSignal: signal }),
-    catch: (error) => classify(args.slice(0, 2).join(" "), error)
-  }).pipe(
-    Effect.timeoutOrElse({
-      duration: askTimeoutMillis + 100,
-      orElse: () => Effect.fail(classify(args.slice(0, 2).join(" "), new Error("the sentinel did not answer")))
-    })
+  sendWithin(client, [...args], askTimeoutMillis).pipe(
+    Effect.mapError((error) => new LockRedisError({ ...error, command: args.slice(0, 2).join(" ") }))
   )
 
 /** One sentinel's view of the master `name` and its healthy replicas. */
