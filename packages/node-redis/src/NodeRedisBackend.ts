@@ -42,6 +42,7 @@ import * as Pool from "./internal/pool.ts"
 import { makeBackend } from "./internal/replicated.ts"
 import * as SentinelTopology from "./internal/sentinel.ts"
 import * as SharedSentinelTopology from "./internal/sharedSentinel.ts"
+import * as SilentConnection from "./internal/silentConnection.ts"
 import * as Standalone from "./internal/standalone.ts"
 
 /**
@@ -187,7 +188,7 @@ export const make = (
     } = options
     const [first, ...others] = yield* Effect.forEach(
       Array.from({ length: connections }),
-      () => Standalone.connect(clientOptions as RedisClientOptions, connectTimeout),
+      () => SilentConnection.watch({ open: Standalone.connect(clientOptions as RedisClientOptions, connectTimeout) }),
       { concurrency: "unbounded" }
     )
     return yield* Standalone.fromClients([first!, ...others], "node-redis standalone")

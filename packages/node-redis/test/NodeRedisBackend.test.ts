@@ -12,7 +12,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { KeyCodec, Lock, LockScripts } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { FaultProxy, Faults, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import * as Scripts from "../src/internal/scripts.ts"
 
@@ -130,6 +130,52 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const value = yield* Effect.succeed("after restart").pipe(lock.withLock("r", { waitTimeout: "10 seconds" }))
         assert.strictEqual(value, "after restart")
         yield* Fiber.join(restart)
+      })
+    )
+
+    it.live("a connection that goes silent while reported ready is replaced, and its locks work again", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+        // One connection, so every lock is on the one that goes silent.
+        const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
+        const lock = yield* Lock.make({
+          namespace: `nr-${Math.random().toString(36).slice(2, 8)}`,
+          leaseDuration: "3 seconds"
+        }).pipe(Effect.provideService(LockBackend, backend))
+        yield* lock.withLock("quiet", { waitTimeout: "2 seconds" })(Effect.void)
+        // The open connection forwards nothing from now on (TCP stays up, as behind a middlebox that
+        // lost its state); new connections pass. node-redis keeps reporting the old one ready.
+        yield* proxy.stallOpen
+        const start = Date.now()
+        const value = yield* Effect.succeed("answered").pipe(lock.withLock("quiet", { waitTimeout: "25 seconds" }))
+        assert.strictEqual(value, "answered")
+        // Attempts time out after the usable lease (2.85 s); the probe gives the connection 5 s more.
+        // Without the replacement every attempt would time out until the wait ran out (TimedOut).
+        assert.isBelow(Date.now() - start, 20_000)
+        assert.strictEqual(proxy.connectionCount, 2, "the silent connection and its replacement")
+      })
+    )
+
+    it.live("a server that is slow, not silent, keeps its connection (DEBUG SLEEP longer than an attempt)", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+        const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
+        const lock = yield* Lock.make({
+          namespace: `nr-${Math.random().toString(36).slice(2, 8)}`,
+          leaseDuration: "3 seconds"
+        }).pipe(Effect.provideService(LockBackend, backend))
+        yield* lock.withLock("slow", { waitTimeout: "2 seconds" })(Effect.void)
+        // The first attempt times out after the usable lease (2.85 s) and the connection is asked a
+        // PING, which the server answers when it wakes, about 1.6 s later: within the 5 s it is given
+        // (with a limit of 1 s it would be replaced, and this test fails).
+        yield* Faults.debugSleep(server, 4.5)
+        const value = yield* Effect.succeed("after the sleep").pipe(
+          lock.withLock("slow", { waitTimeout: "15 seconds" })
+        )
+        assert.strictEqual(value, "after the sleep")
+        assert.strictEqual(proxy.connectionCount, 1, "the connection was kept")
       })
     )
 

@@ -8,7 +8,7 @@ import * as Fiber from "effect/Fiber"
 import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { laneOf } from "../src/internal/lane.ts"
 import * as Pool from "../src/internal/pool.ts"
 import { makeBackend, type Topology } from "../src/internal/replicated.ts"
@@ -105,6 +105,42 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
       assert.strictEqual(fallback.code, "POOL_EXHAUSTED")
       yield* Effect.sleep(200)
       assert.isFalse(yield* release("t3"), "a new shared connection took over")
+    })
+  )
+
+  it.live("a shared connection that goes silent while ready is closed, and the next one takes over", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: flavor! })
+      const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+      const address = `127.0.0.1:${proxy.port}`
+      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+      const topology: Topology = {
+        description: "one node behind a proxy",
+        route: () => Result.succeed({ address, replicas: 0 }),
+        isMaster: () => true,
+        refresh: () => Effect.void,
+        ...noWakeups
+      }
+      const backend = yield* makeBackend(topology, pool)
+      const release = (token: string) =>
+        backend.release({ key: "quiet:{k}", token, leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false })
+      // Opens the shared connection in the background (this first release takes a pooled one).
+      assert.isFalse(yield* release("t0"))
+      yield* Effect.sleep(200)
+      // Every connection open now forwards nothing (TCP stays up); new ones pass.
+      yield* proxy.stallOpen
+      const silent = yield* Effect.flip(release("t1"))
+      assert.strictEqual(silent.code, "TIMEOUT", "the shared connection answers nothing")
+      // That timeout made the connection be asked a PING, unanswered for 5 s: it is closed then.
+      yield* Effect.sleep(6_000)
+      // The next release finds it closed and opens a new one in the background (meanwhile releases
+      // take a pooled connection, and the stalled idle one times out): one answers within a few tries.
+      let answered = false
+      for (let attempt = 0; attempt < 6 && !answered; attempt++) {
+        answered = Result.isSuccess(yield* Effect.result(release(`t${attempt + 2}`)))
+        if (!answered) yield* Effect.sleep(300)
+      }
+      assert.isTrue(answered, "a new shared connection answered")
     })
   )
 

@@ -40,7 +40,13 @@ export interface FaultProxy {
   readonly setLatency: (ms: number, direction?: Direction) => Effect.Effect<void>
   /** Stop forwarding in both directions; bytes are buffered, not dropped. */
   readonly stall: Effect.Effect<void>
-  /** Resume forwarding after `stall`; buffered bytes flow at once, in order. */
+  /**
+   * Stop forwarding on the connections open now, in both directions, while connections opened later
+   * pass: a connection gone silent (a middlebox that lost its state, a half-open socket) with the
+   * server still reachable. Bytes are buffered, not dropped; `heal` or `pass` resumes them.
+   */
+  readonly stallOpen: Effect.Effect<void>
+  /** Resume forwarding after `stall` or `stallOpen`; buffered bytes flow at once, in order. */
   readonly heal: Effect.Effect<void>
   /** Swallow the next chunk any server sends back, then reset that client connection. */
   readonly loseNextReply: Effect.Effect<void>
@@ -75,6 +81,8 @@ interface Connection {
   readonly up: Pipe
   readonly down: Pipe
   upstreamReady: boolean
+  /** Set by `stallOpen`: this connection alone forwards nothing. */
+  stalled: boolean
 }
 
 interface Settings {
@@ -105,7 +113,7 @@ const closeConnection = (connection: Connection): void => {
 }
 
 const pump = (settings: Settings, connection: Connection, pipe: Pipe): void => {
-  if (settings.stalled || pipe.timer !== undefined || pipe.to.destroyed) return
+  if (settings.stalled || connection.stalled || pipe.timer !== undefined || pipe.to.destroyed) return
   if (pipe.dir === "up" && !connection.upstreamReady) return
   while (pipe.queue.length > 0) {
     const head = pipe.queue[0]
@@ -162,7 +170,8 @@ export const make = (options: ProxyOptions): Effect.Effect<FaultProxy, TestkitEr
         upstream,
         up: { dir: "up", to: upstream, queue: [], lastDue: 0, timer: undefined },
         down: { dir: "down", to: client, queue: [], lastDue: 0, timer: undefined },
-        upstreamReady: false
+        upstreamReady: false,
+        stalled: false
       }
       connections.add(connection)
       upstream.on("connect", () => {
@@ -218,6 +227,7 @@ export const make = (options: ProxyOptions): Effect.Effect<FaultProxy, TestkitEr
 
     const pumpAll = (): void => {
       for (const connection of connections) {
+        connection.stalled = false
         pump(settings, connection, connection.up)
         pump(settings, connection, connection.down)
       }
@@ -239,6 +249,9 @@ export const make = (options: ProxyOptions): Effect.Effect<FaultProxy, TestkitEr
         }),
       stall: Effect.sync(() => {
         settings.stalled = true
+      }),
+      stallOpen: Effect.sync(() => {
+        for (const connection of connections) connection.stalled = true
       }),
       heal: Effect.sync(() => {
         settings.stalled = false

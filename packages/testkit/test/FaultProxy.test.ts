@@ -39,6 +39,22 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
       })
     )
 
+    it.live("stallOpen silences the connections open now; new ones pass; heal delivers the held command", () =>
+      Effect.gen(function* () {
+        const { proxy } = yield* setup
+        const old = yield* connect(proxy.url)
+        yield* proxy.stallOpen
+        const pending = old.set("held", "1")
+        assert.strictEqual(yield* within(pending, 300), "no reply")
+        const fresh = yield* connect(proxy.url)
+        assert.strictEqual(yield* Effect.promise(() => fresh.ping()), "PONG")
+        assert.isNull(yield* Effect.promise(() => fresh.get("held")), "the held command never reached the server")
+        yield* proxy.heal
+        assert.strictEqual(yield* within(pending, 2000), "OK")
+        assert.strictEqual(yield* Effect.promise(() => fresh.get("held")), "1")
+      })
+    )
+
     it.live("setLatency adds measurable delay per direction", () =>
       Effect.gen(function* () {
         const { proxy } = yield* setup

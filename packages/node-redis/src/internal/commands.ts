@@ -30,6 +30,12 @@ export type ScriptCall = <A>(
 /** What `sendWithin` needs of a node-redis client (a standalone client or a pooled connection). */
 export interface CommandClient {
   sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
+  /**
+   * Told when a command sent here got no reply within its time limit (never on the reply path).
+   * The standalone layer's own connections use it to notice one that has gone silent
+   * (`silentConnection.ts`).
+   */
+  readonly onNoReply?: (() => void) | undefined
 }
 
 /**
@@ -72,6 +78,7 @@ export const sendWithin = (
     let done = false
     const timer = setTimeout(() => {
       done = true
+      client.onNoReply?.()
       resume(Effect.fail(noReply(args[0] ?? "command", millis)))
     }, millis)
     client.sendCommand(args, noClientTimeout).then(
@@ -109,6 +116,7 @@ export const scriptWithin =
       let done = false
       const timer = setTimeout(() => {
         done = true
+        client.onNoReply?.()
         resume(Effect.fail(noReply("EVALSHA", millis)))
       }, millis)
       const settle = (outcome: Parameters<typeof resume>[0]) => {
@@ -168,7 +176,10 @@ export const sendAllWithin = (
         )
       )
     }
-    const timer = setTimeout(finish, millis)
+    const timer = setTimeout(() => {
+      client.onNoReply?.()
+      finish()
+    }, millis)
     commands.forEach((args, i) => {
       client.sendCommand(args as Array<string>, noClientTimeout).then(
         (reply) => {

@@ -20,8 +20,9 @@ import { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { classify } from "./classify.ts"
-import { sendAllWithin, sendWithin } from "./commands.ts"
+import { type CommandClient, sendAllWithin, sendWithin } from "./commands.ts"
 import { laneOf } from "./lane.ts"
+import { silenceProbe } from "./silentConnection.ts"
 import { destroyForGood } from "./teardown.ts"
 import { monotonicMillis } from "./time.ts"
 
@@ -290,6 +291,8 @@ export const make = (options: {
     // is wanted until its connect ends, so that only one is opened at a time per lane.
     const sharedLanes = Math.max(1, Math.floor(options.sharedLanes ?? 1))
     const scope = yield* Effect.scope
+    const context = yield* Effect.context<never>()
+    const log = (effect: Effect.Effect<void>) => Effect.runForkWith(context)(effect)
     // Each lane keeps its `Connection`: every release passes here, and needs no new one per call.
     const lanes = new Map<string, Array<Lane | undefined>>()
     const laneConnectMillis = 5_000
@@ -320,7 +323,22 @@ export const make = (options: {
           opening.push(
             connect(address, laneConnectMillis, (client) => {
               fresh.client = client
-              fresh.connection = toConnection(address, client)
+              fresh.connection = toConnection(address, {
+                sendCommand: (args, commandOptions) => client.sendCommand(args, commandOptions),
+                // Gone silent while ready (see silentConnection.ts): destroyed, so that the next
+                // caller opens the lane again, as after any break.
+                onNoReply: silenceProbe(
+                  () => (fresh.client === client && !closed ? client : undefined),
+                  (_, silentFor) => {
+                    discard(client)
+                    log(
+                      Effect.logWarning(
+                        `redis connection to ${address} answered nothing for ${silentFor} ms while reported ready; closed, a new one opens on next use`
+                      )
+                    )
+                  }
+                )
+              })
             }).pipe(
               Effect.ignore,
               Effect.ensuring(
@@ -378,7 +396,7 @@ interface Lane {
   usedIn: number
 }
 
-const toConnection = (address: string, client: Client): Connection => ({
+const toConnection = (address: string, client: CommandClient): Connection => ({
   address,
   send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
   sendAll: (commands, timeoutMillis) => sendAllWithin(client, commands, timeoutMillis)
