@@ -415,6 +415,19 @@ export const scenarios: ReadonlyArray<Scenario> = [
       })
   },
   {
+    id: "connection-silent",
+    fault: "every connection open now goes silent (TCP up, nothing forwarded) for 9 s; new ones pass [N2, kept open]",
+    deployments: direct,
+    expect: "exclusion",
+    why: "a connection that leaves a PING unanswered for 5 s after a timeout is replaced (standalone) or closed (Cluster's shared ones); the commands buffered in the silent ones reach the server at the heal and change nothing",
+    deploymentOptions: { proxies: 2 },
+    inject: (context) =>
+      Effect.gen(function* () {
+        yield* eachProxy(proxiesOf(context), (proxy) => proxy.stallOpen)
+        yield* Effect.sleep(9000).pipe(Effect.ensuring(eachProxy(proxiesOf(context), (proxy) => proxy.heal)))
+      })
+  },
+  {
     id: "sentinel-failover",
     fault: "SENTINEL FAILOVER (commanded) [SE1]",
     deployments: ["sentinel"],

@@ -12,7 +12,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { KeyCodec, Lock, LockScripts } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { FaultProxy, Faults, RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { Acl, FaultProxy, Faults, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import * as Scripts from "../src/internal/scripts.ts"
 
@@ -139,10 +139,10 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
         // One connection, so every lock is on the one that goes silent.
         const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
-        const lock = yield* Lock.make({
-          namespace: `nr-${Math.random().toString(36).slice(2, 8)}`,
-          leaseDuration: "3 seconds"
-        }).pipe(Effect.provideService(LockBackend, backend))
+        const namespace = `nr-${Math.random().toString(36).slice(2, 8)}`
+        const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
+          Effect.provideService(LockBackend, backend)
+        )
         yield* lock.withLock("quiet", { waitTimeout: "2 seconds" })(Effect.void)
         // The open connection forwards nothing from now on (TCP stays up, as behind a middlebox that
         // lost its state); new connections pass. node-redis keeps reporting the old one ready.
@@ -154,6 +154,34 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         // Without the replacement every attempt would time out until the wait ran out (TimedOut).
         assert.isBelow(Date.now() - start, 20_000)
         assert.strictEqual(proxy.connectionCount, 2, "the silent connection and its replacement")
+        // The attempts the silent connection held would reach the server now, had it not been closed
+        // there first: the first of them would take the free key again, for a holder long gone.
+        yield* proxy.heal
+        yield* Effect.sleep(500)
+        assert.isNull(yield* server.command("GET", LockScripts.lockKey(namespace, "quiet")), "nothing stale ran")
+      })
+    )
+
+    it.live("without client|id and client|kill, a silent connection is kept rather than replaced unfenced", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const namespace = `nr-${Math.random().toString(36).slice(2, 8)}`
+        // The documented standalone line without the two CLIENT subcommands.
+        const rules = Acl.rules("standalone", namespace, "pw").filter((rule) => !rule.startsWith("+client|"))
+        yield* server.command("ACL", "SETUSER", "plain", ...rules)
+        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+        const url = proxy.url.replace("redis://", "redis://plain:pw@")
+        const backend = yield* NodeRedisBackend.make({ url, connections: 1 })
+        const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
+          Effect.provideService(LockBackend, backend)
+        )
+        yield* lock.withLock("kept", { waitTimeout: "2 seconds" })(Effect.void)
+        yield* proxy.stallOpen
+        // The probe runs out after about 7.9 s; the connection cannot be closed at the server first, so
+        // no new one is opened and the call waits out its budget, as it did before the watch existed.
+        const error = yield* Effect.flip(Effect.void.pipe(lock.withLock("kept", { waitTimeout: "9 seconds" })))
+        assert.strictEqual(error._tag, "TimedOut")
+        assert.strictEqual(proxy.connectionCount, 1, "no replacement was opened")
       })
     )
 

@@ -1,7 +1,14 @@
 // The classifier's table, with the reply texts the guide recorded from Redis 7, Redis 8 and Valkey 8
 // (the real servers' replies are also exercised by the contract and wire suites).
 import { assert, describe, it } from "@effect/vitest"
-import { ClientClosedError, ClientOfflineError, SimpleError, SocketClosedUnexpectedlyError, TimeoutError } from "redis"
+import {
+  ClientClosedError,
+  ClientOfflineError,
+  DisconnectsClientError,
+  SimpleError,
+  SocketClosedUnexpectedlyError,
+  TimeoutError
+} from "redis"
 import { classify } from "../src/internal/classify.ts"
 
 describe("classify", () => {
@@ -77,6 +84,9 @@ describe("classify", () => {
     assert.deepInclude(reset, { kind: "connection", code: "ECONNRESET", retryable: true })
     const refused = classify("connect", Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }))
     assert.isTrue(refused.retryable)
+    // What commands still waiting get when their client is destroyed (a silent connection replaced).
+    const destroyed = classify("EVALSHA", new DisconnectsClientError())
+    assert.deepInclude(destroyed, { kind: "connection", code: "DISCONNECTED", retryable: true, mayHaveExecuted: true })
   })
 
   it("a client closed on purpose is not retried", () => {

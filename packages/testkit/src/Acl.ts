@@ -43,7 +43,10 @@ export const commands = (mode: Mode): Array<string> => {
       ? ["spublish", "ssubscribe", "sunsubscribe", "cluster|slots", "asking"]
       : ["publish", "subscribe", "unsubscribe"]),
     ...(replicated ? ["role"] : []),
-    ...(acknowledged ? ["wait"] : [])
+    ...(acknowledged ? ["wait"] : []),
+    // Standalone: each connection's id, and closing a silent one at the server before replacing it
+    // (packages/node-redis/src/internal/silentConnection.ts). Optional: without them it is kept.
+    ...(replicated ? [] : ["client|id", "client|kill"])
   ]
 }
 

@@ -10,6 +10,7 @@ import {
   ClientClosedError,
   ClientOfflineError,
   ConnectionTimeoutError,
+  DisconnectsClientError,
   ErrorReply,
   ReconnectStrategyError,
   SocketClosedUnexpectedlyError,
@@ -114,7 +115,13 @@ export const classify = (command: string, error: unknown): LockRedisError => {
       error
     )
   }
-  if (error instanceof SocketClosedUnexpectedlyError || error instanceof ConnectionTimeoutError) {
+  // DisconnectsClientError: what the commands still waiting on a client get when it is destroyed; the
+  // lock destroys its own connections only to replace them (silentConnection.ts), so retry.
+  if (
+    error instanceof SocketClosedUnexpectedlyError ||
+    error instanceof ConnectionTimeoutError ||
+    error instanceof DisconnectsClientError
+  ) {
     return make(
       command,
       { kind: "connection", code: "DISCONNECTED", reply: message, retryable: true, mayHaveExecuted: true },

@@ -2,30 +2,36 @@
 // comes back. That is what a middlebox that lost the connection's state does (a NAT or proxy
 // timeout, a cloud load balancer after a failover), or a peer that vanished without a reset: TCP
 // keeps retrying for up to about 15 minutes before it gives up, and until then every lock whose key
-// hashes to that connection times out, while new connections to the same server would work.
+// maps to that connection times out, while new connections to the same server would work.
 //
 // The connections the lock owns and keeps open are watched for it: the standalone layer's (`watch`
 // replaces one) and the shared ones of the replicated pool (`pool.ts` closes one, and the next
 // operation opens another; pooled connections are closed after any timeout anyway). Nothing is added
-// to the reply path: when a command times out (`CommandClient.onNoReply`), the connection is asked a
-// `PING`. If that `PING` is not answered within `silentAfterMillis` either, the connection is taken
-// out of service; its commands still waiting fail, retryable. A server that is merely slow answers the
-// `PING` in the end (a long script, `DEBUG SLEEP`, `CLIENT PAUSE`, `LOADING` replies), and a
-// connection node-redis already knows to be broken is left to node-redis's own reconnect.
+// to the reply path: when a command times out (`CommandClient.onNoReply`), the connection is asked
+// `TIME`. If that is not answered within `silentAfterMillis` either, the connection is taken out of
+// service; its commands still waiting fail, retryable. A server that is merely slow answers in the
+// end (a long script, `DEBUG SLEEP`, `CLIENT PAUSE`, `LOADING` replies), and a connection node-redis
+// already knows to be broken is left to node-redis's own reconnect.
 //
-// Commands already written to the silent connection may still reach the server later than commands
-// sent on its replacement (an acquire after its own cleanup release, say). Every lock script checks
-// the caller's token, so this can only leave a key held until its lease ends, never break exclusion.
+// Order. A lock's commands stay on one connection so that they run in the order sent. Commands a
+// silent connection holds could still reach the server later (a middlebox that buffered them), after
+// commands sent on its replacement. On standalone that could break exclusion: a client's waiters
+// share one id, and a late `leave` of that id frees a key that a later grant gave to another fiber
+// of the same client (the fault matrix's connection-silent cell found it). So `watch` closes the
+// silent connection at the server (`CLIENT KILL ID`, sent on the new connection) before the new one
+// carries any lock command. Replicated deployments grant nothing (their waiters are only woken), so
+// a late command there can at worst leave a key held until its lease ends.
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import type { LockRedisError } from "@sage/lock/LockError"
+import { sendWithin } from "./commands.ts"
 import type { SharedClient, SubscriberClient } from "./standalone.ts"
 
 /**
- * How long a connection that node-redis reports ready may leave a `PING` unanswered, after one of
- * its commands timed out, before it is replaced. Longer than the server stalls the lock rides out
+ * How long a connection that node-redis reports ready may leave a `TIME` unanswered, after one of
+ * its commands timed out, before it is taken out of service. Longer than the server stalls the lock rides out
  * without losing a lease (a script or `DEBUG SLEEP` of a few seconds).
  */
 export const silentAfterMillis = 5_000
@@ -37,7 +43,7 @@ export interface Probed {
 }
 
 /**
- * An `onNoReply` for a connection: asks it a `PING` (one at a time, and only while node-redis counts
+ * An `onNoReply` for a connection: asks it `TIME` (one at a time, and only while node-redis counts
  * it as ready) and calls `onSilent` with how long it went unanswered when no answer, not even an
  * error, comes within `limitMillis`. `connection` returns the connection to probe now, or
  * `undefined` to skip.
@@ -62,7 +68,8 @@ export const silenceProbe = (
       probing = false
       clearTimeout(timer)
     }
-    probed.sendCommand(["PING"], { timeout: 0 }).then(settle, settle)
+    // `TIME`: every lock user may run it (the scripts call it), and it touches nothing.
+    probed.sendCommand(["TIME"], { timeout: 0 }).then(settle, settle)
   }
 }
 
@@ -74,13 +81,24 @@ export interface WatchedClient extends SharedClient {
 /** How to open a connection of the layer (scoped: it closes with its scope). */
 export interface Options<C extends WatchedClient> {
   readonly open: Effect.Effect<C, LockRedisError, Scope.Scope>
-  /** How long an unanswered `PING` marks the connection silent; `silentAfterMillis` by default. */
+  /** How long an unanswered probe marks the connection silent; `silentAfterMillis` by default. */
   readonly silentAfterMillis?: number | undefined
 }
+
+/** How long the `CLIENT KILL` that fences a silent connection off may take. */
+const fenceTimeoutMillis = 2_000
 
 /**
  * Opens a connection with `open` and returns a `SharedClient` over it that replaces it when it goes
  * silent (see the module comment). Each connection closes with the scope, or when it is replaced.
+ *
+ * **Fencing.** A lock's commands must reach the server in the order they were sent: a waiter's
+ * `leave` that a buffering middlebox delivered after a later grant to the same client would free a
+ * key another fiber holds. So the silent connection is closed at the server before the new one
+ * carries anything: each connection's `CLIENT ID` is asked once it is open (without waiting for the
+ * answer), and the new connection's first command is `CLIENT KILL ID` of the silent one. Whatever
+ * the silent connection delivers after that is never run. Without that id (a user without
+ * `client|id`) or without `client|kill`, the silent connection is kept, as if nothing were watched.
  */
 export const watch = <C extends WatchedClient>(
   options: Options<C>
@@ -89,9 +107,20 @@ export const watch = <C extends WatchedClient>(
     const layerScope = yield* Scope.Scope
     const context = yield* Effect.context<never>()
     const limit = options.silentAfterMillis ?? silentAfterMillis
+    // The server's id of each connection, once it has answered `CLIENT ID`.
+    const ids = new WeakMap<C, number>()
+    const askId = (client: C): void => {
+      client.sendCommand(["CLIENT", "ID"], { timeout: 0 }).then(
+        (reply) => {
+          if (typeof reply === "number") ids.set(client, reply)
+        },
+        () => {}
+      )
+    }
     // Each connection has a scope of its own, so that a replaced one closes at once.
     let currentScope = yield* Scope.fork(layerScope)
     let current: C = yield* Scope.provide(currentScope)(options.open)
+    askId(current)
     let closed = false
     // A replacement under way when the layer closes is not waited for: its new connection's scope is
     // a child of the layer's, so that connection is closed as soon as its connect settles.
@@ -105,23 +134,42 @@ export const watch = <C extends WatchedClient>(
 
     const replace = (silent: C, silentFor: number): Effect.Effect<void> =>
       Effect.gen(function* () {
+        const silentId = ids.get(silent)
+        if (silentId === undefined) {
+          return yield* Effect.logWarning(
+            `redis connection answered nothing for ${silentFor} ms while reported ready; it is kept: its CLIENT ID is unknown (the user may lack client|id), so it cannot be closed at the server first`
+          )
+        }
         const scope = yield* Scope.fork(layerScope)
         const opened = yield* Effect.exit(Scope.provide(scope)(options.open))
-        if (Exit.isFailure(opened) || closed || current !== silent) {
+        if (Exit.isFailure(opened)) {
           yield* Scope.close(scope, Exit.void)
-          if (Exit.isFailure(opened)) {
+          return yield* Effect.logWarning(
+            `redis connection answered nothing for ${silentFor} ms; a new one could not be opened, keeping it`,
+            opened.cause
+          )
+        }
+        const fresh = opened.value
+        // Nothing the silent connection still delivers may run after the new one's commands.
+        const fenced = yield* Effect.exit(
+          sendWithin(fresh, ["CLIENT", "KILL", "ID", String(silentId)], fenceTimeoutMillis)
+        )
+        if (Exit.isFailure(fenced) || closed || current !== silent) {
+          yield* Scope.close(scope, Exit.void)
+          if (Exit.isFailure(fenced)) {
             yield* Effect.logWarning(
-              `redis connection answered nothing for ${silentFor} ms; a new one could not be opened, keeping it`,
-              opened.cause
+              `redis connection answered nothing for ${silentFor} ms; it is kept: it could not be closed at the server first (the user may lack client|kill)`,
+              fenced.cause
             )
           }
           return
         }
         const retired = currentScope
-        current = opened.value
+        current = fresh
         currentScope = scope
+        askId(fresh)
         yield* Effect.logWarning(
-          `redis connection answered nothing for ${silentFor} ms while reported ready; replaced by a new one`
+          `redis connection answered nothing for ${silentFor} ms while reported ready; closed at the server and replaced by a new one`
         )
         // Its commands still waiting fail (retryable) as it closes.
         yield* Scope.close(retired, Exit.void)
