@@ -16,21 +16,23 @@ import { noWakeups } from "./support.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
+/** A topology of one master at `address` (a server, or a proxy in front of one). */
+const oneNode = (address: string): Topology => ({
+  description: `one node at ${address}`,
+  route: () => Result.succeed({ address, replicas: 0 }),
+  isMaster: () => true,
+  refresh: () => Effect.void,
+  ...noWakeups
+})
+
 const onOneNodeWith = (sharedLanes: number, maxConnections = 1, idleCloseMillis?: number) =>
   Effect.gen(function* () {
     const server = yield* RedisServer.start({ flavor: flavor! })
     const address = `127.0.0.1:${server.port}`
     const pool = yield* Pool.make({ maxConnections, clientOptions: {}, sharedLanes, idleCloseMillis })
-    const topology: Topology = {
-      description: "one node",
-      route: () => Result.succeed({ address, replicas: 0 }),
-      isMaster: () => true,
-      refresh: () => Effect.void,
-      ...noWakeups
-    }
     /** Holds one connection (the only one, in a pool of one) until interrupted or the scope closes. */
     const hog = Effect.forkScoped(pool.use(address, 1_000, () => Effect.never))
-    return { server, address, pool, backend: yield* makeBackend(topology, pool), hog }
+    return { server, address, pool, backend: yield* makeBackend(oneNode(address), pool), hog }
   })
 
 const onOneNode = onOneNodeWith(1)
@@ -114,14 +116,7 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
       const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
       const address = `127.0.0.1:${proxy.port}`
       const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
-      const topology: Topology = {
-        description: "one node behind a proxy",
-        route: () => Result.succeed({ address, replicas: 0 }),
-        isMaster: () => true,
-        refresh: () => Effect.void,
-        ...noWakeups
-      }
-      const backend = yield* makeBackend(topology, pool)
+      const backend = yield* makeBackend(oneNode(address), pool)
       const release = (token: string) =>
         backend.release({ key: "quiet:{k}", token, leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false })
       // Opens the shared connection in the background (this first release takes a pooled one).

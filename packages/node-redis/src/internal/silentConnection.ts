@@ -58,10 +58,11 @@ export const silenceProbe = (
     const probed = connection()
     if (probing || probed === undefined || !probed.isReady) return
     probing = true
-    const started = Date.now()
+    // Monotonic: only for the duration the warning reports.
+    const started = performance.now()
     const timer = setTimeout(() => {
       probing = false
-      onSilent(probed, Date.now() - started)
+      onSilent(probed, Math.round(performance.now() - started))
     }, limitMillis)
     const settle = (): void => {
       if (!probing) return
