@@ -115,8 +115,9 @@ export const classify = (command: string, error: unknown): LockRedisError => {
       error
     )
   }
-  // DisconnectsClientError: what the commands still waiting on a client get when it is destroyed; the
-  // lock destroys its own connections only to replace them (silentConnection.ts), so retry.
+  // DisconnectsClientError: what the commands still waiting on a client get when it is destroyed.
+  // The lock destroys a connection of its own to replace it (silentConnection.ts) or when its layer
+  // closes; in the first case a retry goes to the new connection, in the second it meets CLOSED.
   if (
     error instanceof SocketClosedUnexpectedlyError ||
     error instanceof ConnectionTimeoutError ||

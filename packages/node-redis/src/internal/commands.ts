@@ -32,8 +32,8 @@ export interface CommandClient {
   sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
   /**
    * Told when a command sent here got no reply within its time limit (never on the reply path).
-   * The standalone layer's own connections use it to notice one that has gone silent
-   * (`silentConnection.ts`).
+   * The connections the lock keeps open (the standalone layer's, the pool's shared ones) use it to
+   * notice one that has gone silent (`silentConnection.ts`).
    */
   readonly onNoReply?: (() => void) | undefined
 }

@@ -82,8 +82,6 @@ export interface WatchedClient extends SharedClient {
 /** How to open a connection of the layer (scoped: it closes with its scope). */
 export interface Options<C extends WatchedClient> {
   readonly open: Effect.Effect<C, LockRedisError, Scope.Scope>
-  /** How long an unanswered probe marks the connection silent; `silentAfterMillis` by default. */
-  readonly silentAfterMillis?: number | undefined
 }
 
 /** How long the `CLIENT KILL` that fences a silent connection off may take. */
@@ -107,7 +105,6 @@ export const watch = <C extends WatchedClient>(
   Effect.gen(function* () {
     const layerScope = yield* Scope.Scope
     const context = yield* Effect.context<never>()
-    const limit = options.silentAfterMillis ?? silentAfterMillis
     // The server's id of each connection, once it has answered `CLIENT ID`.
     const ids = new WeakMap<C, number>()
     const askId = (client: C): void => {
@@ -189,8 +186,7 @@ export const watch = <C extends WatchedClient>(
             )
           )
         )
-      },
-      limit
+      }
     )
 
     return {
