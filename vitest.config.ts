@@ -72,6 +72,7 @@ export default defineConfig({
           "test/Cluster.test.ts",
           "test/Failover.test.ts",
           "test/Wakeup.test.ts",
+          "test/subscriberSilence.test.ts",
           "test/pool.test.ts",
           "test/groupCommit.test.ts",
           "test/teardown.test.ts",

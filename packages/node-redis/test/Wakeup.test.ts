@@ -4,8 +4,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import { type Lock, LockScripts } from "@sage/lock"
-import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { Lock, LockScripts } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import {
@@ -13,6 +14,7 @@ import {
   handoff as handoffVia,
   lockKeyOf,
   median,
+  namespace,
   now,
   show,
   waitersRegistered as registeredVia,
@@ -77,6 +79,37 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const later: Array<number> = []
         for (let i = 0; i < 3; i++) later.push(yield* handoff(server, a, b, "k"))
         assert.isBelow(median(later), wokenWithinMillis, `handoff ms after resubscribing: ${show(later)}`)
+      })
+    )
+
+    it.live("a subscriber connection that goes silent while reported ready is replaced, and wake-ups resume", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+        const a = yield* client(server.url)
+        // The waiter's connections go through the proxy: one for commands, one for its subscriptions.
+        // A 5 s lease keeps the 1 s backoff cap `handoff` counts on, and attempts time out after 4.75 s.
+        const b = yield* Lock.make({ namespace, leaseDuration: "5 seconds" }).pipe(
+          Effect.provideService(LockBackend, yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 }))
+        )
+        assert.isBelow(yield* handoff(server, a, b, "k"), wokenWithinMillis, "wake-up works before the fault")
+        // Both connections forward nothing from now on; new ones pass.
+        yield* proxy.stallOpen
+        // The command connection is replaced first: an attempt times out, and the probe 5 s later.
+        yield* b.withLock("other", { waitTimeout: "25 seconds" })(Effect.void)
+        // The subscriber stays subscribed and hears nothing, so the waiter comes at its polls, until
+        // a wait that ran out has had its PING unanswered for 5 s: then it is replaced.
+        const start = yield* now
+        const gaps: Array<number> = []
+        while ((yield* now) - start < 30_000) {
+          gaps.push(yield* handoff(server, a, b, "k"))
+          if (gaps.length >= 3 && gaps.slice(-3).every((gap) => gap < wokenWithinMillis)) break
+        }
+        assert.isTrue(
+          gaps.slice(-3).every((gap) => gap < wokenWithinMillis),
+          `handoff ms since the stall, in order: ${show(gaps)}`
+        )
+        assert.isAbove(gaps.length, 3, "the first handoffs after the stall came by polling")
       })
     )
 

@@ -227,9 +227,10 @@ export const connect = (
  * The wake-up subscriber: one connection to the current master, subscribed to the channels in use.
  * When the view's master changes (`follow`), it is replaced by a connection to the new master and
  * every channel is subscribed again; a message published meanwhile is lost, which costs a waiter
- * only its safety-net poll.
+ * only its safety-net poll. A connection that went silent (`discard`) is dropped the same way: the
+ * next `subscribe` opens another to the master of the view.
  */
-const masterSubscriber = (
+export const masterSubscriber = (
   master: () => Address.HostPort | undefined,
   options: RedisClientOptions | undefined
 ): Effect.Effect<{ readonly subscriber: Subscriber; readonly follow: Effect.Effect<void> }, never, Scope.Scope> =>
@@ -285,6 +286,12 @@ const masterSubscriber = (
       unsubscribe: (channel) => {
         listeners.delete(channel)
         return current?.client.then((client) => client.unsubscribe(channel)) ?? Promise.resolve()
+      },
+      probed: () => current?.raw,
+      discard: (silent) => {
+        if (current === undefined || current.raw !== silent) return
+        destroyForGood(current.raw)
+        current = undefined
       }
     }
     const follow = Effect.sync(() => {

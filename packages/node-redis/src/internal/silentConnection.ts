@@ -6,7 +6,9 @@
 //
 // The connections the lock owns and keeps open are watched for it: the standalone layer's (`watch`
 // replaces one) and the shared ones of the replicated pool (`pool.ts` closes one, and the next
-// operation opens another; pooled connections are closed after any timeout anyway). Nothing is added
+// operation opens another; pooled connections are closed after any timeout anyway), and the wake-up
+// subscriber connections the lock opens itself (`wakeups.ts` replaces one, asking `PING` when a wait
+// ran out without a message; a subscriber writes nothing, so it needs no fence). Nothing is added
 // to the reply path: when a command times out (`CommandClient.onNoReply`), the connection is asked
 // `TIME`. If that is not answered within `silentAfterMillis` either, the connection is taken out of
 // service; its commands still waiting fail, retryable. A server that is merely slow answers in the
@@ -46,12 +48,14 @@ export interface Probed {
  * An `onNoReply` for a connection: asks it `TIME` (one at a time, and only while node-redis counts
  * it as ready) and calls `onSilent` with how long it went unanswered when no answer, not even an
  * error, comes within `limitMillis`. `connection` returns the connection to probe now, or
- * `undefined` to skip.
+ * `undefined` to skip. A subscriber connection is asked `PING` instead (`command`), the one
+ * question a subscribed RESP2 connection may be asked.
  */
 export const silenceProbe = (
   connection: () => Probed | undefined,
   onSilent: (silent: Probed, silentForMillis: number) => void,
-  limitMillis: number = silentAfterMillis
+  limitMillis: number = silentAfterMillis,
+  command: "TIME" | "PING" = "TIME"
 ): (() => void) => {
   let probing = false
   return () => {
@@ -69,8 +73,9 @@ export const silenceProbe = (
       probing = false
       clearTimeout(timer)
     }
-    // `TIME`: every lock user may run it (the scripts call it), and it touches nothing.
-    probed.sendCommand(["TIME"], { timeout: 0 }).then(settle, settle)
+    // `TIME` by default: every lock user may run it (the scripts call it), and it touches nothing. Any answer,
+    // an error too (a user without `ping`), shows the connection is alive.
+    probed.sendCommand([command], { timeout: 0 }).then(settle, settle)
   }
 }
 

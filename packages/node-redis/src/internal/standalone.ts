@@ -40,6 +40,7 @@ export interface SubscriberClient {
   unref(): void
   readonly isOpen: boolean
   readonly isReady: boolean
+  sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
 }
 
 /** What the lock needs of a connected client it shares: commands, and a duplicate to subscribe with. */
@@ -137,7 +138,8 @@ export const fromClients = (
 
 /**
  * Wake-ups on one duplicate of `client`, the lock's own: connected on first use, every channel on
- * it, closed with the scope.
+ * it, closed with the scope. A duplicate that went silent is discarded, and the next call opens
+ * another.
  */
 export const duplicateSubscriber = (
   client: Pick<SharedClient, "duplicate">
@@ -157,10 +159,15 @@ export const duplicateSubscriber = (
       const duplicate = client.duplicate()
       duplicate.on("error", () => {})
       subscriber = duplicate
-      await duplicate.connect()
+      await duplicate.connect().catch((error: unknown) => {
+        destroyForGood(duplicate)
+        throw error
+      })
       return {
         subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
-        unsubscribe: (channel) => duplicate.unsubscribe(channel)
+        unsubscribe: (channel) => duplicate.unsubscribe(channel),
+        probed: () => duplicate,
+        discard: () => destroyForGood(duplicate)
       }
     }
   })

@@ -11,16 +11,35 @@
 // other process wakes, and the waiter resumes holding the lock (`Granted`). node-redis resubscribes
 // after a reconnect or failover (and follows slot moves on Cluster); any message lost meanwhile only
 // costs the waiter its retry delay.
+//
+// A subscriber connection the lock opens itself can also go silent (see silentConnection.ts): still
+// reported ready, subscribed, and no message ever comes. Waiters then only poll. So when a wait runs
+// out without a message (at most once per `silentAfterMillis`), the connection is asked `PING`; if
+// that goes unanswered for `silentAfterMillis`, the connection is discarded and every channel in use
+// is subscribed again on a new one.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Granted, Wakeups } from "@sage/lock/LockBackend"
 import { LockScripts } from "@sage/lock"
+import { type Probed, silenceProbe, silentAfterMillis } from "./silentConnection.ts"
 
 /** How a backend subscribes: plain channels (standalone, Sentinel) or sharded ones (Cluster). */
 export interface Subscriber {
   readonly subscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
   /** Drops `listener` from `channel` (on a shared client, other listeners on it stay). */
   readonly unsubscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
+  /**
+   * The connection under the subscriptions, to probe for silence, or `undefined` while there is none.
+   * Only on connections the lock opened itself: one the application shares, or node-redis's own
+   * per-shard ones on Cluster, are left to their owner.
+   */
+  readonly probed?: (() => Probed | undefined) | undefined
+  /**
+   * Closes `silent` for good, if it is still the connection in use: the next `subscribe` opens
+   * another (for a subscriber that opens its connection once, the next call of `make`'s `subscriber`
+   * does).
+   */
+  readonly discard?: ((silent: Probed) => void) | undefined
 }
 
 interface Channel {
@@ -32,8 +51,11 @@ interface Channel {
    * grant among them only counts as a wake-up: the waiter's next attempt takes the granted key.
    */
   readonly early: Map<string, number>
-  /** Settles when the subscription is in place (or failed: then messages just never come). */
-  readonly ready: Promise<void>
+  /**
+   * Settles when the subscription is in place (or failed: then messages just never come). Replaced
+   * when the channel is subscribed again on a new connection.
+   */
+  ready: Promise<void>
   readonly listener: (message: string) => void
   lastUsed: number
 }
@@ -60,14 +82,31 @@ export const make = (options: {
   readonly grants?: boolean | undefined
 }): Effect.Effect<Wakeups, never, Scope.Scope> =>
   Effect.gen(function* () {
+    const context = yield* Effect.context<never>()
     const channels = new Map<string, Channel>()
     let connected: Promise<Subscriber> | undefined
-    const subscriber = (): Promise<Subscriber> => {
-      connected ??= options.subscriber().catch((error: unknown) => {
-        connected = undefined
-        throw error
+    // The subscriber `connected` resolved to, once it has.
+    let settled: Subscriber | undefined
+    let closed = false
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
       })
-      return connected
+    )
+    const subscriber = (): Promise<Subscriber> => {
+      if (connected !== undefined) return connected
+      const attempt: Promise<Subscriber> = options.subscriber().then(
+        (sub) => {
+          if (connected === attempt) settled = sub
+          return sub
+        },
+        (error: unknown) => {
+          if (connected === attempt) connected = undefined
+          throw error
+        }
+      )
+      connected = attempt
+      return attempt
     }
 
     const onMessage = (channel: string) => (message: string) => {
@@ -95,25 +134,52 @@ export const make = (options: {
       }
     }
 
+    const subscribeOn = (channel: string, entry: Channel): Promise<void> =>
+      subscriber()
+        .then((sub) => sub.subscribe(channel, entry.listener))
+        .then(
+          () => undefined,
+          () => {
+            // Not subscribed: forget it, so the next wait tries again.
+            if (channels.get(channel) === entry) channels.delete(channel)
+          }
+        )
+
     const open = (channel: string): Channel => {
-      const listener = onMessage(channel)
       const entry: Channel = {
         waiting: new Map(),
         early: new Map(),
-        listener,
-        ready: subscriber()
-          .then((sub) => sub.subscribe(channel, listener))
-          .then(
-            () => undefined,
-            () => {
-              // Not subscribed: forget it, so the next wait tries again.
-              if (channels.get(channel) === entry) channels.delete(channel)
-            }
-          ),
+        listener: onMessage(channel),
+        ready: Promise.resolve(),
         lastUsed: performance.now()
       }
+      entry.ready = subscribeOn(channel, entry)
       channels.set(channel, entry)
       return entry
+    }
+
+    // A subscriber connection that answers nothing is replaced, with every channel in use.
+    const onSilent = (silent: Probed, silentFor: number): void => {
+      const sub = settled
+      if (closed || sub === undefined || sub.probed?.() !== silent) return
+      sub.discard?.(silent)
+      connected = undefined
+      settled = undefined
+      for (const [channel, entry] of channels) entry.ready = subscribeOn(channel, entry)
+      Effect.runForkWith(context)(
+        Effect.logWarning(
+          `redis subscriber connection answered nothing for ${silentFor} ms while reported ready; closed, and its ${channels.size} channel(s) subscribed again on a new one`
+        )
+      )
+    }
+    const probe = silenceProbe(() => (closed ? undefined : settled?.probed?.()), onSilent, silentAfterMillis, "PING")
+    let probedAt = -Infinity
+    /** A wait ran out without a message: now and then, see whether the connection still answers. */
+    const lapsed = (): void => {
+      const now = performance.now()
+      if (now - probedAt < silentAfterMillis || settled?.probed === undefined) return
+      probedAt = now
+      probe()
     }
 
     if (options.unsubscribeOnClose !== true) {
@@ -168,7 +234,10 @@ export const make = (options: {
           const entry = open(channel)
           return Effect.promise(() => entry.ready).pipe(
             Effect.timeoutOption(Math.max(1, millis)),
-            Effect.map((done) => done._tag === "Some")
+            Effect.map((done) => {
+              if (done._tag === "None") lapsed()
+              return done._tag === "Some"
+            })
           )
         }
         existing.lastUsed = performance.now()
@@ -206,6 +275,7 @@ export const make = (options: {
               if (done) return
               forget()
               resume(Effect.succeed(false))
+              lapsed()
             },
             Math.max(1, millis)
           )
