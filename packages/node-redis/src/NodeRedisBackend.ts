@@ -515,7 +515,10 @@ export const makeCluster = (
       clientOptions: (options.defaults ?? {}) as RedisClientOptions,
       resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
     })
-    return yield* makeBackend(ClusterTopology.topology(cluster), pool)
+    return yield* makeBackend(
+      ClusterTopology.topology(cluster, undefined, ClusterTopology.watchShardedPubSub(cluster)),
+      pool
+    )
   })
 
 /**

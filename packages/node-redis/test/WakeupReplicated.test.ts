@@ -3,10 +3,11 @@
 // master its slot lives on.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import type { Lock } from "@sage/lock"
-import { ClusterTopology, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
+import { Lock } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
+import { ClusterTopology, FaultProxy, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-import { clientOver, handoff, median, show, wokenWithinMillis } from "./wakeup.ts"
+import { clientOver, handoff, median, namespace, now, show, wokenWithinMillis } from "./wakeup.ts"
 
 /** Handoffs between two clients, alternating who holds: their median in ms, and all of them. */
 const handoffs = (
@@ -75,6 +76,55 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           assert.strictEqual(masters.size, 3, "keys on all three masters")
           const result = yield* handoffs((lockKey) => topology.masterFor(lockKey), a, b, keys)
           assert.isBelow(result.median, wokenWithinMillis, `handoff ms: ${result.all}`)
+        }),
+      replicatedTestTimeout
+    )
+
+    it.live(
+      "a sharded subscriber connection that goes silent is replaced, and wake-ups resume",
+      () =>
+        Effect.gen(function* () {
+          const topology = yield* ClusterTopology.start({ flavor })
+          const a = yield* Effect.flatMap(
+            NodeRedisBackend.makeCluster({
+              rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+            }),
+            clientOver
+          )
+          // The waiter reaches every node through a proxy of its own; a 5 s lease keeps the 1 s
+          // backoff cap `handoff` counts on.
+          const proxies = yield* Effect.forEach(topology.nodes, (node) => FaultProxy.make({ upstreamPort: node.port }))
+          const nodeAddressMap = Object.fromEntries(
+            topology.nodes.map((node, i) => [`127.0.0.1:${node.port}`, { host: "127.0.0.1", port: proxies[i]!.port }])
+          )
+          const b = yield* Lock.make({ namespace, leaseDuration: "5 seconds" }).pipe(
+            Effect.provideService(
+              LockBackend,
+              yield* NodeRedisBackend.makeCluster({
+                rootNodes: proxies.slice(0, 3).map((proxy) => ({ url: proxy.url })),
+                nodeAddressMap
+              })
+            )
+          )
+          const nodeFor = (lockKey: string) => topology.masterFor(lockKey)
+          assert.isBelow(yield* handoff(nodeFor, a, b, "q"), wokenWithinMillis, "wake-up works before the fault")
+          // Every connection the waiter has open forwards nothing from now on; new ones pass.
+          yield* Effect.forEach(proxies, (proxy) => proxy.stallOpen, { discard: true })
+          // Its lock connections are replaced first (an attempt times out; shared ones are probed).
+          yield* b.withLock("q", { waitTimeout: "25 seconds" })(Effect.void)
+          // The shard's subscriber hears nothing, so the waiter comes at its polls, until a wait that
+          // ran out has had its PING unanswered for 5 s: then node-redis opens a new one.
+          const start = yield* now
+          const gaps: Array<number> = []
+          while ((yield* now) - start < 40_000) {
+            gaps.push(yield* handoff(nodeFor, a, b, "q"))
+            if (gaps.length >= 3 && gaps.slice(-3).every((gap) => gap < wokenWithinMillis)) break
+          }
+          assert.isTrue(
+            gaps.slice(-3).every((gap) => gap < wokenWithinMillis),
+            `handoff ms since the stall, in order: ${show(gaps)}`
+          )
+          assert.isAbove(gaps.length, 3, "the first handoffs after the stall came by polling")
         }),
       replicatedTestTimeout
     )

@@ -6,6 +6,7 @@ import { LockRedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
 import type { Topology } from "./replicated.ts"
+import type { Subscriber } from "./wakeups.ts"
 import { connectScoped } from "./scopedClient.ts"
 import { slotOf } from "./slot.ts"
 import {
@@ -113,13 +114,46 @@ export const addressMapper = (
   }
 }
 
-export const topology = (cluster: ClusterClient, description = "node-redis cluster"): Topology => ({
+/**
+ * Silence watching for the sharded pub/sub connections of a cluster client the lock owns: each
+ * master's one, which node-redis opens on the first `SSUBSCRIBE` to that master and keeps in the
+ * master's node record (`pubSub`, declared in node-redis's types). A silent one is destroyed and
+ * dropped from that record, so the next `SSUBSCRIBE` of its channels opens another.
+ */
+export const watchShardedPubSub = (cluster: Cluster): Required<Pick<Subscriber, "probed" | "discard">> => ({
+  probed: (channel) => {
+    const pubSub = cluster.slots[slotOf(channel)]?.master.pubSub
+    return pubSub === undefined || pubSub.connectPromise !== undefined ? undefined : pubSub.client
+  },
+  discard: (silent) => {
+    for (const master of cluster.masters) {
+      const pubSub = master.pubSub
+      if (pubSub === undefined || pubSub.client !== silent) continue
+      // node-redis opens a new one on the next SSUBSCRIBE to this master (as after a failed connect).
+      delete master.pubSub
+      destroyForGood(pubSub.client)
+      return true
+    }
+    return false
+  }
+})
+
+/**
+ * The replicated topology over a cluster client. `watch` (only for a client the lock owns) lets a
+ * silent sharded pub/sub connection be replaced; an application's client is left alone.
+ */
+export const topology = (
+  cluster: ClusterClient,
+  description = "node-redis cluster",
+  watch?: Pick<Subscriber, "probed" | "discard">
+): Topology => ({
   description,
   publish: "SPUBLISH",
   subscriber: () =>
     Promise.resolve({
       subscribe: (channel, listener) => cluster.sSubscribe(channel, listener),
-      unsubscribe: (channel, listener) => cluster.sUnsubscribe(channel, listener)
+      unsubscribe: (channel, listener) => cluster.sUnsubscribe(channel, listener),
+      ...watch
     }),
   route: (key) => {
     const slot = slotOf(key)

@@ -289,9 +289,10 @@ export const masterSubscriber = (
       },
       probed: () => current?.raw,
       discard: (silent) => {
-        if (current === undefined || current.raw !== silent) return
+        if (current === undefined || current.raw !== silent) return false
         destroyForGood(current.raw)
         current = undefined
+        return true
       }
     }
     const follow = Effect.sync(() => {

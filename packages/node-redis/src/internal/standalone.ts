@@ -167,7 +167,11 @@ export const duplicateSubscriber = (
         subscribe: (channel, listener) => duplicate.subscribe(channel, listener),
         unsubscribe: (channel) => duplicate.unsubscribe(channel),
         probed: () => duplicate,
-        discard: () => destroyForGood(duplicate)
+        discard: (silent) => {
+          if (silent !== duplicate) return false
+          destroyForGood(duplicate)
+          return true
+        }
       }
     }
   })

@@ -14,9 +14,10 @@
 //
 // A subscriber connection the lock opens itself can also go silent (see silentConnection.ts): still
 // reported ready, subscribed, and no message ever comes. Waiters then only poll. So when a wait runs
-// out without a message (at most once per `silentAfterMillis`), the connection is asked `PING`; if
-// that goes unanswered for `silentAfterMillis`, the connection is discarded and every channel in use
-// is subscribed again on a new one.
+// out without a message, the connection its channel is on is asked `PING` (at most once per
+// `silentAfterMillis` for each connection); if that goes unanswered for `silentAfterMillis`, the
+// connection is discarded and every channel in use is subscribed again (those that were on it, on a
+// new one).
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Granted, Wakeups } from "@sage/lock/LockBackend"
@@ -29,17 +30,16 @@ export interface Subscriber {
   /** Drops `listener` from `channel` (on a shared client, other listeners on it stay). */
   readonly unsubscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
   /**
-   * The connection under the subscriptions, to probe for silence, or `undefined` while there is none.
-   * Only on connections the lock opened itself: one the application shares, or node-redis's own
-   * per-shard ones on Cluster, are left to their owner.
+   * The connection `channel` is subscribed on, to probe for silence, or `undefined` while there is
+   * none. Only where the lock owns that connection: one the application shares is left to it.
    */
-  readonly probed?: (() => Probed | undefined) | undefined
+  readonly probed?: ((channel: string) => Probed | undefined) | undefined
   /**
-   * Closes `silent` for good, if it is still the connection in use: the next `subscribe` opens
-   * another (for a subscriber that opens its connection once, the next call of `make`'s `subscriber`
-   * does).
+   * Closes `silent` for good if it is still in use, and says whether it was: the next `subscribe`
+   * on its channels opens another (for a subscriber that opens its connection once, the next call of
+   * `make`'s `subscriber` does).
    */
-  readonly discard?: ((silent: Probed) => void) | undefined
+  readonly discard?: ((silent: Probed) => boolean) | undefined
 }
 
 interface Channel {
@@ -158,28 +158,36 @@ export const make = (options: {
       return entry
     }
 
-    // A subscriber connection that answers nothing is replaced, with every channel in use.
+    // A subscriber connection that answers nothing is replaced: every channel in use is subscribed
+    // again (a channel still subscribed on a live connection sends nothing).
     const onSilent = (silent: Probed, silentFor: number): void => {
-      const sub = settled
-      if (closed || sub === undefined || sub.probed?.() !== silent) return
-      sub.discard?.(silent)
+      // The subscriber in use says whether `silent` is still one of its connections.
+      if (closed || settled?.discard?.(silent) !== true) return
       connected = undefined
       settled = undefined
       for (const [channel, entry] of channels) entry.ready = subscribeOn(channel, entry)
       Effect.runForkWith(context)(
         Effect.logWarning(
-          `redis subscriber connection answered nothing for ${silentFor} ms while reported ready; closed, and its ${channels.size} channel(s) subscribed again on a new one`
+          `redis subscriber connection answered nothing for ${silentFor} ms while reported ready; closed, and the ${channels.size} channel(s) in use subscribed again`
         )
       )
     }
-    const probe = silenceProbe(() => (closed ? undefined : settled?.probed?.()), onSilent, silentAfterMillis, "PING")
-    let probedAt = -Infinity
-    /** A wait ran out without a message: now and then, see whether the connection still answers. */
-    const lapsed = (): void => {
+    // Each connection's probe, and when it last ran.
+    const probes = new WeakMap<Probed, { readonly probe: () => void; at: number }>()
+    /** A wait on `channel` ran out without a message: now and then, see whether its connection answers. */
+    const lapsed = (channel: string): void => {
+      const connection = closed ? undefined : settled?.probed?.(channel)
+      if (connection === undefined) return
+      let watched = probes.get(connection)
+      if (watched === undefined) {
+        const probe = silenceProbe(() => (closed ? undefined : connection), onSilent, silentAfterMillis, "PING")
+        watched = { probe, at: -Infinity }
+        probes.set(connection, watched)
+      }
       const now = performance.now()
-      if (now - probedAt < silentAfterMillis || settled?.probed === undefined) return
-      probedAt = now
-      probe()
+      if (now - watched.at < silentAfterMillis) return
+      watched.at = now
+      watched.probe()
     }
 
     if (options.unsubscribeOnClose !== true) {
@@ -235,7 +243,7 @@ export const make = (options: {
           return Effect.promise(() => entry.ready).pipe(
             Effect.timeoutOption(Math.max(1, millis)),
             Effect.map((done) => {
-              if (done._tag === "None") lapsed()
+              if (done._tag === "None") lapsed(channel)
               return done._tag === "Some"
             })
           )
@@ -275,7 +283,7 @@ export const make = (options: {
               if (done) return
               forget()
               resume(Effect.succeed(false))
-              lapsed()
+              lapsed(channel)
             },
             Math.max(1, millis)
           )
