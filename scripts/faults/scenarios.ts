@@ -419,7 +419,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
     fault: "every connection open now goes silent (TCP up, nothing forwarded) for 9 s; new ones pass [N2, kept open]",
     deployments: direct,
     expect: "exclusion",
-    why: "a connection that leaves a PING unanswered for 5 s after a timeout is replaced (standalone) or closed (Cluster's shared ones); the commands buffered in the silent ones reach the server at the heal and change nothing",
+    why: "a connection that leaves a question unanswered for 5 s after a timeout is replaced (standalone, fenced with CLIENT KILL) or closed (Cluster's shared ones), and so is a subscriber after a wait ran out; the commands buffered in the silent ones reach the server at the heal and change nothing",
     deploymentOptions: { proxies: 2 },
     inject: (context) =>
       Effect.gen(function* () {
