@@ -91,3 +91,23 @@ export const median = (values: ReadonlyArray<number>): number =>
   values.toSorted((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 export const show = (values: ReadonlyArray<number>): string => values.map((v) => v.toFixed(1)).join(", ")
+
+/**
+ * Handoffs from `holder` to `waiter` on `key`, one after another, until three in a row were woken
+ * (each under `wokenWithinMillis`) or `budgetMillis` passed. Returns every gap in ms, in order, and
+ * whether the last three were woken: for a waiter whose wake-ups stopped and should come back.
+ */
+export const handoffsUntilWoken = (
+  nodeFor: NodeFor,
+  holder: Lock.LockClient<string>,
+  waiter: Lock.LockClient<string>,
+  key: string,
+  budgetMillis: number
+) =>
+  Effect.gen(function* () {
+    const start = yield* now
+    const gaps: Array<number> = []
+    const woken = () => gaps.length >= 3 && gaps.slice(-3).every((gap) => gap < wokenWithinMillis)
+    while (!woken() && (yield* now) - start < budgetMillis) gaps.push(yield* handoff(nodeFor, holder, waiter, key))
+    return { gaps, woken: woken() }
+  })
