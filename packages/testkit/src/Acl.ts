@@ -39,9 +39,11 @@ export const commands = (mode: Mode): Array<string> => {
     "evalsha",
     "eval",
     ...scriptCommands,
+    // `ping`: asked of a wake-up subscriber when a wait ran out without a message, to find a silent
+    // one (packages/node-redis/src/internal/wakeups.ts). Without it the refusal still counts as an answer.
     ...(cluster
-      ? ["spublish", "ssubscribe", "sunsubscribe", "cluster|slots", "asking"]
-      : ["publish", "subscribe", "unsubscribe"]),
+      ? ["spublish", "ssubscribe", "sunsubscribe", "ping", "cluster|slots", "asking"]
+      : ["publish", "subscribe", "unsubscribe", "ping"]),
     ...(replicated ? ["role"] : []),
     ...(acknowledged ? ["wait"] : []),
     // Standalone: each connection's id, and closing a silent one at the server before replacing it
