@@ -48,8 +48,8 @@ export interface Probed {
  * An `onNoReply` for a connection: asks it `TIME` (one at a time, and only while node-redis counts
  * it as ready) and calls `onSilent` with how long it went unanswered when no answer, not even an
  * error, comes within `limitMillis`. `connection` returns the connection to probe now, or
- * `undefined` to skip. A subscriber connection is asked `PING` instead (`command`), the one
- * question a subscribed RESP2 connection may be asked.
+ * `undefined` to skip. A subscriber connection is asked `PING` instead (`command`): a subscribed
+ * RESP2 connection refuses every other question.
  */
 export const silenceProbe = (
   connection: () => Probed | undefined,
