@@ -25,13 +25,12 @@ describe("the Sentinel master subscriber", () => {
         leave: () => Effect.void
       })
       const key = "silence:{k}"
-      const channel = LockScripts.wakeChannel(key)
       // One wait of at most `millis`, with a release naming the waiter published 50 ms into it.
-      const wokenWithin = (millis: number) =>
+      const wokenWithin = (millis: number, on = key) =>
         Effect.gen(function* () {
-          const waiting = yield* Effect.forkChild(wakeups.await(key, "w", millis))
+          const waiting = yield* Effect.forkChild(wakeups.await(on, "w", millis))
           yield* Effect.sleep(50)
-          yield* server.command("PUBLISH", channel, "w")
+          yield* server.command("PUBLISH", LockScripts.wakeChannel(on), "w")
           return (yield* Fiber.join(waiting)) === true
         })
       // The first wait subscribes and returns once the subscription is in place.
@@ -48,6 +47,10 @@ describe("the Sentinel master subscriber", () => {
       assert.strictEqual(proxy.connectionCount, 1, "the answering connection was kept")
       assert.isTrue(yield* wokenWithin(1_000), "and still delivers")
       yield* proxy.stallOpen
+      // A first wait on another key: its SUBSCRIBE goes to the silent connection and stays pending
+      // until that connection is discarded, after it was sent again on the replacement.
+      const later = "silence:{later}"
+      yield* Effect.forkChild(wakeups.await(later, "w", 1_000))
       // Each 1 s wait now runs out without the message; one of them asks PING, which goes
       // unanswered, and 5 s later the connection is replaced.
       const stalledAt = yield* now
@@ -60,6 +63,11 @@ describe("the Sentinel master subscriber", () => {
       assert.isTrue(woken, "wake-ups resumed on a new connection")
       assert.isAbove(waits, 3, "the silent connection was given its 5 s first")
       assert.isTrue(yield* wokenWithin(1_000), "and they keep coming")
+      // The other key's subscription is the one made on the replacement: kept, not dropped when the
+      // pending one failed (a wait on a dropped channel would subscribe afresh and return at once).
+      assert.isFalse(yield* wakeups.await(later, "w", 300), "still subscribed: the wait runs its course")
+      assert.isTrue(yield* wokenWithin(1_000, later), "and a release on it wakes the waiter")
+      assert.isFalse(yield* wakeups.await(later, "w", 300), "once: no second listener left a stale wake-up")
     })
   )
 })

@@ -127,4 +127,30 @@ describe(`closing a cluster client on ${flavor}`, () => {
       }
     })
   )
+
+  // A node connection's close() waits for the replies in flight, and a node that answers nothing
+  // never sends them; the client's own destroy() after the bounded close reaches no node connection.
+  it.live("a cluster client closed while a node answers nothing leaves no socket open", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({
+        flavor: flavor!,
+        replicasPerMaster: 0,
+        nodeTimeoutMillis: 30_000
+      })
+      const options = { rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })) }
+      const scope = yield* Scope.make()
+      const cluster = yield* Cluster.connect(options, 5_000).pipe(Scope.provide(scope))
+      const node = yield* topology.masterFor("k")
+      // Its command connection and its sharded subscriber connection, both open and answering.
+      yield* Effect.promise(() => cluster.sendCommand("k", false, ["PTTL", "k"], { timeout: 1_000 }))
+      yield* Effect.promise(() => cluster.sSubscribe("k", () => {}))
+      assert.isAtLeast(yield* settledSocketsTo(node.port), 2, "both connections open before the fault")
+      yield* node.pause
+      yield* Effect.addFinalizer(() => Effect.ignore(node.resume))
+      cluster.sendCommand("k", false, ["PTTL", "k"], { timeout: 1_000 }).catch(() => {})
+      cluster.sSubscribe("{k}:other", () => {}).catch(() => {})
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(yield* settledSocketsTo(node.port), 0)
+    })
+  )
 })

@@ -66,8 +66,13 @@ const unserved = (key: string, slot: number): LockRedisError =>
  *   close with commands in flight left one socket per master).
  * - The close waits (up to `attemptGraceMillis`) for those attempts to report first: node-redis 5
  *   orphans the socket of an attempt that a `close()` overtakes, beyond any later destroy.
+ * - Those connections are also put in `left`, for `connect` to destroy once the close is over. A
+ *   node's `close()` waits for the replies of the commands in flight, forever if the node went
+ *   silent (a `PING` probing a sharded subscriber, a `PTTL` sent to refresh the slot map), and the
+ *   client's own `destroy()` after that bounded close reaches none of them: `close()` has already
+ *   emptied the client's node list.
  */
-const closeNodesForGood = (cluster: Cluster): Effect.Effect<void> =>
+const closeNodesForGood = (cluster: Cluster, left: Array<Destroyable>): Effect.Effect<void> =>
   Effect.suspend(() => {
     const masters = new Set<unknown>(cluster.masters)
     const others: Array<Destroyable & Settling> = []
@@ -79,6 +84,7 @@ const closeNodesForGood = (cluster: Cluster): Effect.Effect<void> =>
     }
     if (cluster.pubSubNode !== undefined) others.push(cluster.pubSubNode.client)
     others.forEach(destroyOnLateConnect)
+    left.push(...others)
     return Effect.promise(() => Promise.all(others.map(attemptSettled))).pipe(
       Effect.timeoutOption(attemptGraceMillis),
       Effect.asVoid
@@ -90,18 +96,23 @@ export const connect = (
   options: RedisClusterOptions,
   timeoutMillis: number
 ): Effect.Effect<Cluster, LockRedisError, Scope.Scope> =>
-  Effect.tap(
+  Effect.gen(function* () {
+    // The node connections open when the close began. Added before the close, so this runs after it
+    // (finalizers run in reverse order): whatever the bounded close left open is destroyed.
+    const left: Array<Destroyable> = []
+    yield* Effect.addFinalizer(() => Effect.sync(() => left.forEach(destroyForGood)))
     // `useReplicas` makes the slot map list each shard's replicas (WAIT needs their number: without it
     // every shard looks replica-less and WAIT would ask for one); `minimizeConnections` keeps the
     // client from opening a connection to each of them, which a stalled replica could hold up.
-    connectScoped(
+    const cluster = yield* connectScoped(
       "cluster",
       () => createCluster({ ...options, useReplicas: true, minimizeConnections: true }) as Cluster,
       timeoutMillis
-    ),
-    // Added after the close, so it runs first (finalizers run in reverse order).
-    (cluster) => Effect.addFinalizer(() => closeNodesForGood(cluster))
-  )
+    )
+    // Added after the close, so it runs first.
+    yield* Effect.addFinalizer(() => closeNodesForGood(cluster, left))
+    return cluster
+  })
 
 /** node-redis's `nodeAddressMap` as a lookup for the dedicated pool: announced name to reachable address. */
 export const addressMapper = (

@@ -88,11 +88,6 @@ export const make = (options: {
     // The subscriber `connected` resolved to, once it has.
     let settled: Subscriber | undefined
     let closed = false
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        closed = true
-      })
-    )
     const subscriber = (): Promise<Subscriber> => {
       if (connected !== undefined) return connected
       const attempt: Promise<Subscriber> = options.subscriber().then(
@@ -134,16 +129,21 @@ export const make = (options: {
       }
     }
 
-    const subscribeOn = (channel: string, entry: Channel): Promise<void> =>
-      subscriber()
+    /** Subscribes `entry` to `channel`, as its current attempt (`entry.ready`). */
+    const subscribeOn = (channel: string, entry: Channel): void => {
+      const attempt: Promise<void> = subscriber()
         .then((sub) => sub.subscribe(channel, entry.listener))
         .then(
           () => undefined,
           () => {
-            // Not subscribed: forget it, so the next wait tries again.
-            if (channels.get(channel) === entry) channels.delete(channel)
+            // Not subscribed: forget it, so the next wait tries again. Unless a later attempt has
+            // taken over: a discarded silent connection fails the subscriptions pending on it after
+            // they were sent again on its replacement, and those must stay.
+            if (channels.get(channel) === entry && entry.ready === attempt) channels.delete(channel)
           }
         )
+      entry.ready = attempt
+    }
 
     const open = (channel: string): Channel => {
       const entry: Channel = {
@@ -153,7 +153,7 @@ export const make = (options: {
         ready: Promise.resolve(),
         lastUsed: performance.now()
       }
-      entry.ready = subscribeOn(channel, entry)
+      subscribeOn(channel, entry)
       channels.set(channel, entry)
       return entry
     }
@@ -165,7 +165,7 @@ export const make = (options: {
       if (closed || settled?.discard?.(silent) !== true) return
       connected = undefined
       settled = undefined
-      for (const [channel, entry] of channels) entry.ready = subscribeOn(channel, entry)
+      for (const [channel, entry] of channels) subscribeOn(channel, entry)
       Effect.runForkWith(context)(
         Effect.logWarning(
           `redis subscriber connection answered nothing for ${silentFor} ms while reported ready; closed, and the ${channels.size} channel(s) in use subscribed again`
@@ -294,6 +294,13 @@ export const make = (options: {
           return Effect.sync(stop)
         })
       })
+
+    // Added last, so it runs first: no probe may replace a connection while the scope closes.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+      })
+    )
 
     return { await: awaitWake, leave: options.leave, grants: options.grants === true } satisfies Wakeups
   })
