@@ -30,6 +30,7 @@ import * as Scope from "effect/Scope"
 import type { LockRedisError } from "@sage/lock/LockError"
 import { sendWithin } from "./commands.ts"
 import type { SharedClient, SubscriberClient } from "./standalone.ts"
+import { type Destroyable, destroyForGood } from "./teardown.ts"
 
 /**
  * How long a connection that node-redis reports ready may leave a `TIME` unanswered, after one of
@@ -57,20 +58,23 @@ export const silenceProbe = (
   limitMillis: number = silentAfterMillis,
   command: "TIME" | "PING" = "TIME"
 ): (() => void) => {
-  let probing = false
+  // The probe in flight, if any: a late answer to an earlier probe must not settle a later one.
+  let probing: object | undefined
   return () => {
     const probed = connection()
-    if (probing || probed === undefined || !probed.isReady) return
-    probing = true
+    if (probing !== undefined || probed === undefined || !probed.isReady) return
+    const probe = {}
+    probing = probe
     // Monotonic: only for the duration the warning reports.
     const started = performance.now()
     const timer = setTimeout(() => {
-      probing = false
+      if (probing !== probe) return
+      probing = undefined
       onSilent(probed, Math.round(performance.now() - started))
     }, limitMillis)
     const settle = (): void => {
-      if (!probing) return
-      probing = false
+      if (probing !== probe) return
+      probing = undefined
       clearTimeout(timer)
     }
     // `TIME` by default: every lock user may run it (the scripts call it), and it touches nothing. Any answer,
@@ -79,9 +83,12 @@ export const silenceProbe = (
   }
 }
 
-/** What the watcher needs of a node-redis client: commands, a duplicate, and its ready state. */
-export interface WatchedClient extends SharedClient {
-  readonly isReady: boolean
+/**
+ * What the watcher needs of a node-redis client: commands, a duplicate, its ready state, and its
+ * reconnections (each one is a new connection at the server, with a new id).
+ */
+export interface WatchedClient extends SharedClient, Destroyable {
+  on(event: "connect" | "ready" | "reconnecting", listener: () => void): unknown
 }
 
 /** How to open a connection of the layer (scoped: it closes with its scope). */
@@ -103,6 +110,10 @@ const fenceTimeoutMillis = 2_000
  * answer), and the new connection's first command is `CLIENT KILL ID` of the silent one. Whatever
  * the silent connection delivers after that is never run. Without that id (a user without
  * `client|id`) or without `client|kill`, the silent connection is kept, as if nothing were watched.
+ * node-redis reconnects a client on its own, and each new connection has a new id: the id is
+ * forgotten when the client starts reconnecting and asked again when it is ready. A kill that finds
+ * no client with the id (reply 0) means the server has already dropped that connection, so nothing
+ * it carries can run there either.
  */
 export const watch = <C extends WatchedClient>(
   options: Options<C>
@@ -110,20 +121,35 @@ export const watch = <C extends WatchedClient>(
   Effect.gen(function* () {
     const layerScope = yield* Scope.Scope
     const context = yield* Effect.context<never>()
-    // The server's id of each connection, once it has answered `CLIENT ID`.
+    // The server's id of each client's current connection, once it has answered `CLIENT ID`.
     const ids = new WeakMap<C, number>()
+    // Bumped at each ask and each reconnection: an answer counts only for the ask that is current.
+    const generations = new WeakMap<C, number>()
     const askId = (client: C): void => {
+      // Each answer is checked against the connection it was asked on: one asked before a reconnect
+      // may come back (as a failure, normally) after it.
+      const asked = (generations.get(client) ?? 0) + 1
+      generations.set(client, asked)
       client.sendCommand(["CLIENT", "ID"], { timeout: 0 }).then(
         (reply) => {
-          if (typeof reply === "number") ids.set(client, reply)
+          if (typeof reply === "number" && generations.get(client) === asked) ids.set(client, reply)
         },
         () => {}
       )
     }
+    /** Asks `client`'s id now, and again after each reconnection, which changes it. */
+    const track = (client: C): void => {
+      client.on("reconnecting", () => {
+        ids.delete(client)
+        generations.set(client, (generations.get(client) ?? 0) + 1)
+      })
+      client.on("ready", () => askId(client))
+      askId(client)
+    }
     // Each connection has a scope of its own, so that a replaced one closes at once.
     let currentScope = yield* Scope.fork(layerScope)
     let current: C = yield* Scope.provide(currentScope)(options.open)
-    askId(current)
+    track(current)
     let closed = false
     // A replacement under way when the layer closes is not waited for: its new connection's scope is
     // a child of the layer's, so that connection is closed as soon as its connect settles.
@@ -170,11 +196,15 @@ export const watch = <C extends WatchedClient>(
         const retired = currentScope
         current = fresh
         currentScope = scope
-        askId(fresh)
+        track(fresh)
         yield* Effect.logWarning(
-          `redis connection answered nothing for ${silentFor} ms while reported ready; closed at the server and replaced by a new one`
+          `redis connection answered nothing for ${silentFor} ms while reported ready; ${
+            fenced.value === 0 ? "the server had already dropped it" : "closed at the server"
+          }, and replaced by a new one`
         )
-        // Its commands still waiting fail (retryable) as it closes.
+        // Its commands still waiting fail (retryable) at once: a graceful close would wait on a
+        // connection that answers nothing, and node-redis 5 cannot destroy a client whose close began.
+        yield* Effect.sync(() => destroyForGood(silent))
         yield* Scope.close(retired, Exit.void)
       })
 

@@ -101,12 +101,14 @@ export const connect = (
           return classify("connect", error)
         }
       }),
+      // `close()` rejects on a client that is already closed (destroyed after it went silent, or given
+      // up on by an application's `reconnectStrategy`): that is no failure of the layer's close.
       (client) =>
-        Effect.promise(() => client.close()).pipe(
-          Effect.timeoutOption(2_000),
-          Effect.ensuring(Effect.sync(() => destroyForGood(client))),
-          Effect.ignore
-        )
+        Effect.promise(() =>
+          Promise.resolve()
+            .then(() => client.close())
+            .catch(() => undefined)
+        ).pipe(Effect.timeoutOption(2_000), Effect.ensuring(Effect.sync(() => destroyForGood(client))))
     )
   })
 
