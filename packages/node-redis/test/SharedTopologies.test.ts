@@ -6,10 +6,12 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import { LockBackend } from "@sage/lock/LockBackend"
 import * as LockContract from "@sage/lock-testkit/contract/LockContract"
 import { ClusterTopology, type RedisServer, SentinelTopology } from "@sage/lock-testkit"
 import { createSentinel } from "redis"
+import * as SharedSentinel from "../src/internal/sharedSentinel.ts"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import { connectCluster } from "./clients.ts"
 import { clientOn, holding } from "./support.ts"
@@ -26,6 +28,32 @@ const connectedClients = (server: RedisServer.RedisServer) =>
 /** Channels with at least one subscriber on `server` (`PUBSUB CHANNELS` or `PUBSUB SHARDCHANNELS`). */
 const channels = (server: RedisServer.RedisServer, kind: "CHANNELS" | "SHARDCHANNELS") =>
   Effect.map(server.command("PUBSUB", kind), (reply) => (Array.isArray(reply) ? reply.map(String) : []))
+
+/**
+ * What node-redis's Sentinel client reports about a master's replicas: each with its number of ready
+ * connections (with `replicaPoolSize` > 0, right after a failover, listed before they are back).
+ */
+const reporting = (replicaConnections: ReadonlyArray<number>): SharedSentinel.SentinelClient => ({
+  isOpen: true,
+  getMasterNode: () => ({ host: "127.0.0.1", port: 7000 }),
+  getReplicaNodes: () => new Map(replicaConnections.map((count, i) => [{ host: "127.0.0.1", port: 7001 + i }, count])),
+  subscribe: () => Promise.resolve(),
+  unsubscribe: () => Promise.resolve()
+})
+const routeOf = (client: SharedSentinel.SentinelClient) => Result.getOrThrow(SharedSentinel.topology(client).route("k"))
+
+describe("the view of a shared Sentinel client", () => {
+  it("counts listed replicas without a ready connection as known: a write waits for them, not NO_REPLICAS", () => {
+    const reattaching = routeOf(reporting([0, 0]))
+    assert.strictEqual(reattaching.replicas, 0)
+    assert.strictEqual(reattaching.knownReplicas, 2)
+    const back = routeOf(reporting([1, 0]))
+    assert.strictEqual(back.replicas, 1)
+    assert.strictEqual(back.knownReplicas, 2)
+    // Without replica connections the client knows no replicas: the master's own list counts.
+    assert.strictEqual(routeOf(reporting([])).replicas, undefined)
+  })
+})
 
 describe("a shared Sentinel client", () => {
   it.live("wakes waiters over the client's pub/sub, opens no sentinel connection, and leaves the client open", () =>

@@ -39,6 +39,9 @@ const onMasterWithReplica = (maxConnections: number) =>
     }
   })
 
+/** The timers this process has running. */
+const timers = (): number => process.getActiveResourcesInfo().filter((resource) => resource === "Timeout").length
+
 const request = (key: string, timeoutMillis = 2_000): LeaseRequest => ({
   key,
   token: `token-${key}`,
@@ -54,6 +57,7 @@ describe(`group commit of acknowledged acquisitions on ${flavor}`, () => {
       // One first, so the early WAIT knows the master's replicas.
       assert.strictEqual((yield* backend.acquire(request("first")))._tag, "Acquired")
       const [roles, waits] = [yield* calls("role"), yield* calls("wait")]
+      const timersBefore = timers()
       const keys = Array.from({ length: 32 }, (_, i) => `k{${i}}`)
       const outcomes = yield* Effect.forEach(
         [...keys, "first"],
@@ -67,6 +71,8 @@ describe(`group commit of acknowledged acquisitions on ${flavor}`, () => {
       const batches = (yield* calls("role")) - roles
       assert.isAtMost(batches, 8, `33 acquisitions took ${batches} ROLE calls`)
       assert.isAtMost((yield* calls("wait")) - waits, batches, "at most one WAIT per batch")
+      // Each member's own time limit ended with its outcome (2 s budgets: none has fired yet).
+      assert.isBelow(timers() - timersBefore, 8, "no timer left running per answered member")
       // Acknowledged: the replica has every lease.
       const [replica] = nodes.replicas
       for (const key of keys) assert.strictEqual(yield* replica!.command("GET", key), `token-${key}`, key)

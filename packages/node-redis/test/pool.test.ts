@@ -110,6 +110,33 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
     })
   )
 
+  it.live("a pooled connection dropped between two commands fails the next one retryably, not as CLOSED", () =>
+    Effect.gen(function* () {
+      const { server, address, pool } = yield* onOneNode
+      // A write sequence holds its connection across commands (script, ROLE, WAIT); a failover can
+      // drop the socket between two of them, and pooled connections never reconnect.
+      const [id, next] = yield* pool.use(address, 1_000, (connection) =>
+        Effect.gen(function* () {
+          const id = yield* connection.send(["CLIENT", "ID"], 1_000)
+          yield* Effect.orDie(server.command("CLIENT", "KILL", "ID", String(id)))
+          yield* Effect.sleep(200)
+          const one = yield* Effect.orDie(Effect.flip(connection.send(["PING"], 1_000)))
+          const all = yield* connection.sendAll([["ROLE"], ["PING"]], 1_000)
+          return [id, { one, all }] as const
+        })
+      )
+      assert.isNumber(id)
+      assert.strictEqual(next.one.code, "DISCONNECTED")
+      assert.isTrue(next.one.retryable)
+      assert.isFalse(next.one.mayHaveExecuted, "never sent")
+      for (const outcome of next.all) {
+        assert.isTrue(Result.isFailure(outcome) && outcome.failure.code === "DISCONNECTED" && outcome.failure.retryable)
+      }
+      // The pool itself works on: the next use opens another connection.
+      assert.strictEqual(yield* pool.use(address, 1_000, (connection) => connection.send(["PING"], 1_000)), "PONG")
+    })
+  )
+
   it.live("a shared connection that goes silent while ready is closed, and the next one takes over", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: flavor! })

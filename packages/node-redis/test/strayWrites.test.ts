@@ -41,4 +41,33 @@ describe(`a write outside the view on ${flavor}`, () => {
       assert.isNull(yield* current.command("GET", "stray:{k}"))
     })
   )
+
+  it.live("a batched renewal on a node that turned out not to be the master is released on that node", () =>
+    Effect.gen(function* () {
+      const old = yield* RedisServer.start({ flavor: flavor! })
+      const current = yield* RedisServer.start({ flavor: flavor! })
+      const oldAddress = `127.0.0.1:${old.port}`
+      const currentAddress = `127.0.0.1:${current.port}`
+      // Where operations are routed, and which node the view calls master when a write is checked.
+      const view = { routeTo: oldAddress, master: oldAddress }
+      const topology: Topology = {
+        description: "view changing mid-renewal",
+        route: () => Result.succeed({ address: view.routeTo, replicas: 0 }),
+        isMaster: (_key, address) => address === view.master,
+        refresh: () => Effect.void,
+        ...noWakeups
+      }
+      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+      const backend = yield* makeBackend(topology, pool)
+      const lease = { key: "stray:{r}", token: "t", leaseMillis: 10_000, timeoutMillis: 1_000, acknowledge: false }
+      assert.strictEqual((yield* backend.acquire(lease))._tag, "Acquired")
+      // The renewal is routed by the stale view; by the time its ROLE is checked, the view moved on.
+      view.master = currentAddress
+      const [renewed] = yield* backend.renewAll!([lease])
+      assert.isTrue(typeof renewed !== "boolean" && renewed.code === "NOT_MASTER", `renewed: ${String(renewed)}`)
+      view.routeTo = currentAddress
+      yield* backend.release(lease)
+      assert.isNull(yield* old.command("GET", "stray:{r}"), "the node the renewal extended no longer holds it")
+    })
+  )
 })

@@ -232,7 +232,11 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
       const place = slot(address, node)
       const next = place.end
       const batch = Effect.suspend(() => {
-        const members = node.pending.splice(0, maxBatch).filter((member) => !member.left)
+        // Past members that left: a full batch's worth of them must not strand the ones behind.
+        let members: Array<Member> = []
+        while (members.length === 0 && node.pending.length > 0) {
+          members = node.pending.splice(0, maxBatch).filter((member) => !member.left)
+        }
         if (members.length === 0) return Effect.void
         place.take()
         // Bounded by the member with the most time left: one with less gives up on its own timer
@@ -353,14 +357,18 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
         return Effect.andThen(
           start,
           Effect.callback<readonly [BatchOutcome, Batch], LockRedisError>((resume) => {
-            const settle = (delivery: Delivery) =>
+            let timer: ReturnType<typeof setTimeout> | undefined
+            // The timer goes with the outcome: the clean-up returned below only runs on interruption.
+            const settle = (delivery: Delivery) => {
+              clearTimeout(timer)
               resume(Result.isSuccess(delivery) ? Effect.succeed(delivery.success) : Effect.fail(delivery.failure))
+            }
             if (member.delivered !== undefined) return settle(member.delivered)
             member.resume = settle
             // Its own time limit, whatever the batch's: behind batches in flight, waiting for a
             // connection, or for the reply.
             const millis = Math.max(1, Math.ceil(timeoutMillis))
-            const timer = setTimeout(() => {
+            timer = setTimeout(() => {
               if (member.delivered !== undefined) return
               member.left = true
               const at = node.pending.indexOf(member)

@@ -14,7 +14,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type * as Result from "effect/Result"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
 import { createClient, type RedisClientOptions } from "redis"
@@ -159,6 +159,7 @@ export const make = (options: {
     // Once closed, no connection may be opened: a release or renewal still in flight while the layer
     // closes would otherwise open one that nothing ever closes, and the process could not exit.
     let closed = false
+    const isClosed = () => closed
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
@@ -243,14 +244,16 @@ export const make = (options: {
     // operation passes here.
     const use: Pool["use"] = (address, timeoutMillis, f) =>
       Effect.suspend(() => {
-        const pool = nodePool(address)
+        // Looked up in the step that takes the permit: the idle sweep forgets a node whose permits are
+        // all free, and the fiber may yield between two steps.
+        let pool: NodePool | undefined
         const ticket: Ticket = { granted: false, ready: undefined }
         let held: Client | undefined
         const runOn = (client: Client) => {
           held = client
-          return f(toConnection(address, client))
+          return f(toConnection(address, client, isClosed))
         }
-        const withPermit = (remainingMillis: number) => {
+        const withPermit = (pool: NodePool, remainingMillis: number) => {
           let client = pool.idle.pop()?.client
           while (client !== undefined && !client.isReady) {
             discard(client)
@@ -259,20 +262,26 @@ export const make = (options: {
           return client !== undefined ? runOn(client) : Effect.flatMap(connect(address, remainingMillis), runOn)
         }
         // Connecting shares the caller's budget with the wait for the permit.
-        const waitForPermit = Effect.flatMap(monotonicMillis, (start) => {
-          const ready = Deferred.makeUnsafe<void>()
-          ticket.ready = ready
-          pool.waiters.push(ticket)
-          return Effect.flatMap(Effect.timeoutOption(Deferred.await(ready), Math.max(1, timeoutMillis)), (granted) =>
-            granted._tag === "Some"
-              ? Effect.flatMap(monotonicMillis, (now) => withPermit(timeoutMillis - (now - start)))
-              : Effect.fail(exhausted(address, timeoutMillis))
-          )
-        })
+        const waitForPermit = (pool: NodePool) =>
+          Effect.flatMap(monotonicMillis, (start) => {
+            const ready = Deferred.makeUnsafe<void>()
+            ticket.ready = ready
+            pool.waiters.push(ticket)
+            return Effect.flatMap(Effect.timeoutOption(Deferred.await(ready), Math.max(1, timeoutMillis)), (granted) =>
+              granted._tag === "Some"
+                ? Effect.flatMap(monotonicMillis, (now) => withPermit(pool, timeoutMillis - (now - start)))
+                : Effect.fail(exhausted(address, timeoutMillis))
+            )
+          })
         return Effect.onExit(
-          Effect.suspend(() => (grant(pool, ticket) ? withPermit(timeoutMillis) : waitForPermit)),
+          Effect.suspend(() => {
+            pool = nodePool(address)
+            return grant(pool, ticket) ? withPermit(pool, timeoutMillis) : waitForPermit(pool)
+          }),
           (exit) =>
             Effect.sync(() => {
+              // Interrupted before it started: nothing taken.
+              if (pool === undefined) return
               if (held !== undefined) {
                 if (Exit.isSuccess(exit) && held.isReady && !closed) pool.idle.push({ client: held, freedIn: sweeps })
                 else discard(held)
@@ -323,22 +332,29 @@ export const make = (options: {
           opening.push(
             connect(address, laneConnectMillis, (client) => {
               fresh.client = client
-              fresh.connection = toConnection(address, {
-                sendCommand: (args, commandOptions) => client.sendCommand(args, commandOptions),
-                // Gone silent while ready (see silentConnection.ts): destroyed, so that the next
-                // caller opens the lane again, as after any break.
-                onNoReply: silenceProbe(
-                  () => (fresh.client === client && !closed ? client : undefined),
-                  (_, silentFor) => {
-                    discard(client)
-                    log(
-                      Effect.logWarning(
-                        `redis connection to ${address} answered nothing for ${silentFor} ms while reported ready; closed, a new one opens on next use`
+              fresh.connection = toConnection(
+                address,
+                {
+                  get isOpen() {
+                    return client.isOpen
+                  },
+                  sendCommand: (args, commandOptions) => client.sendCommand(args, commandOptions),
+                  // Gone silent while ready (see silentConnection.ts): destroyed, so that the next
+                  // caller opens the lane again, as after any break.
+                  onNoReply: silenceProbe(
+                    () => (fresh.client === client && !closed ? client : undefined),
+                    (_, silentFor) => {
+                      discard(client)
+                      log(
+                        Effect.logWarning(
+                          `redis connection to ${address} answered nothing for ${silentFor} ms while reported ready; closed, a new one opens on next use`
+                        )
                       )
-                    )
-                  }
-                )
-              })
+                    }
+                  )
+                },
+                isClosed
+              )
             }).pipe(
               Effect.ignore,
               Effect.ensuring(
@@ -396,8 +412,38 @@ interface Lane {
   usedIn: number
 }
 
-const toConnection = (address: string, client: CommandClient): Connection => ({
-  address,
-  send: (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
-  sendAll: (commands, timeoutMillis) => sendAllWithin(client, commands, timeoutMillis)
-})
+/**
+ * The failure of a command on a pooled connection whose socket dropped since it was handed out (a
+ * failover closes them, for one). The pool's connections never reconnect, so node-redis then counts
+ * the client as closed and would answer `ClientClosedError`, which means a layer closed on purpose
+ * (`CLOSED`, not retryable). Retryable: the next attempt takes another connection.
+ */
+const dropped = (address: string, command: string): LockRedisError =>
+  new LockRedisError({
+    command,
+    kind: "connection",
+    code: "DISCONNECTED",
+    reply: `the connection to ${address} was closed before the command was sent`,
+    retryable: true,
+    mayHaveExecuted: false
+  })
+
+/** `poolClosed`: whether the pool was closed (then a closed client is `CLOSED`, as it should be). */
+const toConnection = (
+  address: string,
+  client: CommandClient & { readonly isOpen: boolean },
+  poolClosed: () => boolean
+): Connection => {
+  const usable = () => client.isOpen || poolClosed()
+  return {
+    address,
+    send: (args, timeoutMillis) =>
+      usable()
+        ? sendWithin(client, args as Array<string>, timeoutMillis)
+        : Effect.fail(dropped(address, args[0] ?? "command")),
+    sendAll: (commands, timeoutMillis) =>
+      usable()
+        ? sendAllWithin(client, commands, timeoutMillis)
+        : Effect.succeed(commands.map((args) => Result.fail(dropped(address, args[0] ?? "command"))))
+  }
+}

@@ -446,7 +446,7 @@ const backendOver = (
         },
         (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, false))
       ),
-    renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request)),
+    renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request), strays),
     wakeups
   }
   return backend

@@ -16,6 +16,7 @@ import { replicatedFailure as failure } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import type { Route, Topology } from "./replicated.ts"
 import * as Scripts from "./scripts.ts"
+import type * as StrayWrites from "./strayWrites.ts"
 import { monotonicMillis } from "./time.ts"
 
 interface Group {
@@ -28,7 +29,8 @@ export const renewAll = (
   topology: Topology,
   pool: Pool,
   requests: ReadonlyArray<LeaseRequest>,
-  renewOne: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
+  renewOne: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>,
+  strays: StrayWrites.StrayWrites
 ): Effect.Effect<ReadonlyArray<RenewReply>> =>
   Effect.gen(function* () {
     const replies: Array<RenewReply> = Array.from({ length: requests.length }, () => false)
@@ -49,7 +51,7 @@ export const renewAll = (
     yield* Effect.forEach(
       groups.values(),
       (group) =>
-        renewOnNode(topology, pool, group, requests, budget).pipe(
+        renewOnNode(topology, pool, group, requests, budget, strays).pipe(
           Effect.match({
             onFailure: (error) => {
               for (const i of group.indexes) replies[i] = error
@@ -81,7 +83,8 @@ const renewOnNode = (
   pool: Pool,
   group: Group,
   requests: ReadonlyArray<LeaseRequest>,
-  budget: number
+  budget: number,
+  strays: StrayWrites.StrayWrites
 ): Effect.Effect<ReadonlyArray<RenewReply>, LockRedisError> =>
   Effect.gen(function* () {
     const start = yield* monotonicMillis
@@ -119,6 +122,10 @@ const renewOnNode = (
         const isMaster = Array.isArray(role) && role[0] === "master"
         if (!isMaster || group.indexes.some((i) => !topology.isMaster(requests[i]!.key, connection.address))) {
           yield* topology.refresh(requests[group.indexes[0]!]!.key)
+          // What it extended there is released there too (as a single renewal's stray write is).
+          group.indexes.forEach((i, n) => {
+            if (results[n] === true) strays.remember(requests[i]!.key, requests[i]!.token, connection.address)
+          })
           return wrote(failure("NOT_MASTER", `${connection.address} is not the master for these keys`, true))
         }
         if (!acknowledge) return results

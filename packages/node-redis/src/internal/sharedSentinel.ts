@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import { LockRedisError } from "@sage/lock/LockError"
 import * as Address from "./address.ts"
-import type { Topology } from "./replicated.ts"
+import type { Route, Topology } from "./replicated.ts"
 
 /** What the lock needs of a connected node-redis Sentinel client. */
 export interface SentinelClient {
@@ -35,15 +35,17 @@ const noMaster = (): LockRedisError =>
   })
 
 /**
- * The replicas the client has ready connections to; undefined when it keeps none
- * (`replicaPoolSize` 0, the default), so the master's own list counts.
+ * The replicas the client has ready connections to (`replicas`), and all it lists (`knownReplicas`):
+ * right after a failover it lists the new master's replicas before their connections are back, and
+ * a write then waits for them rather than failing with `NO_REPLICAS`. Both undefined when it keeps
+ * no replica connections (`replicaPoolSize` 0, the default), so the master's own list counts.
  */
-const replicasInView = (client: SentinelClient): number | undefined => {
+const replicasInView = (client: SentinelClient): Pick<Route, "replicas" | "knownReplicas"> => {
   const nodes = client.getReplicaNodes()
-  if (nodes.size === 0) return undefined
+  if (nodes.size === 0) return { replicas: undefined }
   let ready = 0
   for (const connections of nodes.values()) if (connections > 0) ready++
-  return ready
+  return { replicas: ready, knownReplicas: nodes.size }
 }
 
 export const topology = (client: SentinelClient): Topology => {
@@ -55,9 +57,7 @@ export const topology = (client: SentinelClient): Topology => {
     description: "node-redis sentinel (shared client)",
     route: () => {
       const address = master()
-      return address === undefined
-        ? Result.fail(noMaster())
-        : Result.succeed({ address, replicas: replicasInView(client) })
+      return address === undefined ? Result.fail(noMaster()) : Result.succeed({ address, ...replicasInView(client) })
     },
     isMaster: (_key, address) => master() === address,
     // The client re-reads the topology on the sentinels' events; nothing here can make it sooner.
