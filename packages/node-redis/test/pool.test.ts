@@ -343,6 +343,11 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
         blocked !== undefined && Result.isFailure(blocked) && blocked.failure.code === "TIMEOUT",
         "a command still waiting when the time is up fails as TIMEOUT"
       )
+      // The BLPOP still occupies that connection: it is closed, not handed to the next caller, whose
+      // commands would queue behind it.
+      assert.strictEqual(pool.openConnections(), 0, "the connection with a command in flight was closed")
+      const next = yield* pool.use(address, 2_000, (connection) => connection.send(["PING"], 300))
+      assert.strictEqual(next, "PONG", "the next caller is answered at once, on a new connection")
     })
   )
 })

@@ -230,6 +230,30 @@ export const make = (options: {
         )
       })
 
+    // A pooled connection's `Connection`, made once. A command on it that got no reply in time (an
+    // outcome of `sendAll`, which succeeds whatever each command did) marks it: it may still carry a
+    // late reply or a blocked command, so it is closed after its use instead of going back idle.
+    const pooled = new WeakMap<Client, Connection>()
+    const unanswered = new WeakSet<Client>()
+    const pooledConnection = (address: string, client: Client): Connection => {
+      let connection = pooled.get(client)
+      if (connection === undefined) {
+        connection = toConnection(
+          address,
+          {
+            get isOpen() {
+              return client.isOpen
+            },
+            sendCommand: (args, commandOptions) => client.sendCommand(args, commandOptions),
+            onNoReply: () => unanswered.add(client)
+          },
+          isClosed
+        )
+        pooled.set(client, connection)
+      }
+      return connection
+    }
+
     const discard = (client: Client): void => {
       open.delete(client)
       destroyForGood(client)
@@ -251,7 +275,7 @@ export const make = (options: {
         let held: Client | undefined
         const runOn = (client: Client) => {
           held = client
-          return f(toConnection(address, client, isClosed))
+          return f(pooledConnection(address, client))
         }
         const withPermit = (pool: NodePool, remainingMillis: number) => {
           let client = pool.idle.pop()?.client
@@ -283,8 +307,9 @@ export const make = (options: {
               // Interrupted before it started: nothing taken.
               if (pool === undefined) return
               if (held !== undefined) {
-                if (Exit.isSuccess(exit) && held.isReady && !closed) pool.idle.push({ client: held, freedIn: sweeps })
-                else discard(held)
+                if (Exit.isSuccess(exit) && held.isReady && !closed && !unanswered.has(held)) {
+                  pool.idle.push({ client: held, freedIn: sweeps })
+                } else discard(held)
               }
               if (ticket.granted) return giveBack(pool)
               const at = pool.waiters.indexOf(ticket)
