@@ -238,17 +238,7 @@ export const make = (options: {
     const pooledConnection = (address: string, client: Client): Connection => {
       let connection = pooled.get(client)
       if (connection === undefined) {
-        connection = toConnection(
-          address,
-          {
-            get isOpen() {
-              return client.isOpen
-            },
-            sendCommand: (args, commandOptions) => client.sendCommand(args, commandOptions),
-            onNoReply: () => unanswered.add(client)
-          },
-          isClosed
-        )
+        connection = toConnection(address, client, () => unanswered.add(client), isClosed)
         pooled.set(client, connection)
       }
       return connection
@@ -357,29 +347,20 @@ export const make = (options: {
           opening.push(
             connect(address, laneConnectMillis, (client) => {
               fresh.client = client
-              fresh.connection = toConnection(
-                address,
-                {
-                  get isOpen() {
-                    return client.isOpen
-                  },
-                  sendCommand: (args, commandOptions) => client.sendCommand(args, commandOptions),
-                  // Gone silent while ready (see silentConnection.ts): destroyed, so that the next
-                  // caller opens the lane again, as after any break.
-                  onNoReply: silenceProbe(
-                    () => (fresh.client === client && !closed ? client : undefined),
-                    (_, silentFor) => {
-                      discard(client)
-                      log(
-                        Effect.logWarning(
-                          `redis connection to ${address} answered nothing for ${silentFor} ms while reported ready; closed, a new one opens on next use`
-                        )
-                      )
-                    }
+              // Gone silent while ready (see silentConnection.ts): destroyed, so that the next caller
+              // opens the lane again, as after any break.
+              const onNoReply = silenceProbe(
+                () => (fresh.client === client && !closed ? client : undefined),
+                (_, silentFor) => {
+                  discard(client)
+                  log(
+                    Effect.logWarning(
+                      `redis connection to ${address} answered nothing for ${silentFor} ms while reported ready; closed, a new one opens on next use`
+                    )
                   )
-                },
-                isClosed
+                }
               )
+              fresh.connection = toConnection(address, client, onNoReply, isClosed)
             }).pipe(
               Effect.ignore,
               Effect.ensuring(
@@ -453,22 +434,28 @@ const dropped = (address: string, command: string): LockRedisError =>
     mayHaveExecuted: false
   })
 
-/** `poolClosed`: whether the pool was closed (then a closed client is `CLOSED`, as it should be). */
+/**
+ * A `Connection` over a pooled client: `onNoReply` is told of a command that got no reply in time,
+ * and `poolClosed` says whether a client that is no longer open was closed with the pool (`CLOSED`,
+ * as it should be) rather than dropped.
+ */
 const toConnection = (
   address: string,
-  client: CommandClient & { readonly isOpen: boolean },
+  client: Pick<Client, "isOpen" | "sendCommand">,
+  onNoReply: () => void,
   poolClosed: () => boolean
 ): Connection => {
+  const commands: CommandClient = { sendCommand: (args, options) => client.sendCommand(args, options), onNoReply }
   const usable = () => client.isOpen || poolClosed()
   return {
     address,
     send: (args, timeoutMillis) =>
       usable()
-        ? sendWithin(client, args as Array<string>, timeoutMillis)
+        ? sendWithin(commands, args as Array<string>, timeoutMillis)
         : Effect.fail(dropped(address, args[0] ?? "command")),
-    sendAll: (commands, timeoutMillis) =>
+    sendAll: (batch, timeoutMillis) =>
       usable()
-        ? sendAllWithin(client, commands, timeoutMillis)
-        : Effect.succeed(commands.map((args) => Result.fail(dropped(address, args[0] ?? "command"))))
+        ? sendAllWithin(commands, batch, timeoutMillis)
+        : Effect.succeed(batch.map((args) => Result.fail(dropped(address, args[0] ?? "command"))))
   }
 }
