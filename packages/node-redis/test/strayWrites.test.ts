@@ -14,25 +14,38 @@ import { noWakeups } from "./support.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
+/**
+ * Two real servers playing the old and the new master, and a backend over a view that `routing`
+ * describes from their addresses.
+ */
+const overTwoNodes = (
+  routing: (oldAddress: string, currentAddress: string) => Pick<Topology, "description" | "route" | "isMaster">
+) =>
+  Effect.gen(function* () {
+    const old = yield* RedisServer.start({ flavor: flavor! })
+    const current = yield* RedisServer.start({ flavor: flavor! })
+    const currentAddress = `127.0.0.1:${current.port}`
+    const topology: Topology = {
+      ...routing(`127.0.0.1:${old.port}`, currentAddress),
+      refresh: () => Effect.void,
+      ...noWakeups
+    }
+    const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+    return { old, current, currentAddress, backend: yield* makeBackend(topology, pool) }
+  })
+
 describe(`a write outside the view on ${flavor}`, () => {
   it.live("acquisition on a node that turned out not to be the master is released on that node", () =>
     Effect.gen(function* () {
-      const old = yield* RedisServer.start({ flavor: flavor! })
-      const current = yield* RedisServer.start({ flavor: flavor! })
-      const oldAddress = `127.0.0.1:${old.port}`
-      const currentAddress = `127.0.0.1:${current.port}`
       let routed = 0
-      const topology: Topology = {
+      const { old, current, backend } = yield* overTwoNodes((oldAddress, currentAddress) => ({
         description: "view changing mid-operation",
         // The first operation is routed by the stale view; every later one by the new view.
         route: () => Result.succeed({ address: routed++ === 0 ? oldAddress : currentAddress, replicas: 0 }),
-        isMaster: (_key, address) => address === currentAddress,
-        refresh: () => Effect.void,
-        ...noWakeups
-      }
-      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+        isMaster: (_key, address) => address === currentAddress
+      }))
       const lock = yield* Lock.make({ namespace: "stray", replicaAcknowledgement: false }).pipe(
-        Effect.provideService(LockBackend, yield* makeBackend(topology, pool))
+        Effect.provideService(LockBackend, backend)
       )
       const error = yield* Effect.void.pipe(lock.withLock("k", { waitTimeout: "2 seconds" }), Effect.flip)
       assert.strictEqual(error._tag, "LockLost")
@@ -44,21 +57,17 @@ describe(`a write outside the view on ${flavor}`, () => {
 
   it.live("a batched renewal on a node that turned out not to be the master is released on that node", () =>
     Effect.gen(function* () {
-      const old = yield* RedisServer.start({ flavor: flavor! })
-      const current = yield* RedisServer.start({ flavor: flavor! })
-      const oldAddress = `127.0.0.1:${old.port}`
-      const currentAddress = `127.0.0.1:${current.port}`
       // Where operations are routed, and which node the view calls master when a write is checked.
-      const view = { routeTo: oldAddress, master: oldAddress }
-      const topology: Topology = {
-        description: "view changing mid-renewal",
-        route: () => Result.succeed({ address: view.routeTo, replicas: 0 }),
-        isMaster: (_key, address) => address === view.master,
-        refresh: () => Effect.void,
-        ...noWakeups
-      }
-      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
-      const backend = yield* makeBackend(topology, pool)
+      const view = { routeTo: "", master: "" }
+      const { old, currentAddress, backend } = yield* overTwoNodes((oldAddress) => {
+        view.routeTo = oldAddress
+        view.master = oldAddress
+        return {
+          description: "view changing mid-renewal",
+          route: () => Result.succeed({ address: view.routeTo, replicas: 0 }),
+          isMaster: (_key, address) => address === view.master
+        }
+      })
       const lease = { key: "stray:{r}", token: "t", leaseMillis: 10_000, timeoutMillis: 1_000, acknowledge: false }
       assert.strictEqual((yield* backend.acquire(lease))._tag, "Acquired")
       // The renewal is routed by the stale view; by the time its ROLE is checked, the view moved on.
