@@ -583,7 +583,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
     fault: "the first key's slot migrated to another master with its keys [C3]",
     deployments: ["cluster"],
     expect: "exclusion",
-    why: "ASK is followed, MOVED re-routes; each lock script touches one key so TRYAGAIN cannot occur",
+    why: "ASK is followed (ASKING again before a re-sent script), MOVED waits for the new slot map; scripts over several keys get TRYAGAIN while the slot is open, retried",
     inject: (context) =>
       Effect.gen(function* () {
         const cluster = context.deployment.cluster

@@ -177,13 +177,18 @@ export const topology = (
   // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.
   // It runs in the background: the caller's own time limit must not wait for it (a command written
   // to a frozen node never answers, and node-redis's timeout only drops unwritten commands).
-  refresh: (key) =>
-    Effect.asVoid(
-      Effect.forkDetach(
-        Effect.tryPromise(() => cluster.sendCommand(key, false, ["PTTL", key], { timeout: 1_000 })).pipe(
-          Effect.timeoutOption(1_000),
-          Effect.ignore
-        )
-      )
-    )
+  refresh: (key) => Effect.asVoid(Effect.forkDetach(reread(cluster, key, 1_000))),
+  reread: (key, timeoutMillis) => reread(cluster, key, timeoutMillis)
 })
+
+/** Makes node-redis re-read the slot map for `key` (see `refresh`), waiting at most `timeoutMillis`. */
+const reread = (cluster: ClusterClient, key: string, timeoutMillis: number): Effect.Effect<void> => {
+  // node-redis takes whole milliseconds (a fraction throws a RangeError from its timer).
+  const timeout = Math.min(1_000, Math.floor(timeoutMillis))
+  return timeout < 1
+    ? Effect.void
+    : Effect.tryPromise(() => cluster.sendCommand(key, false, ["PTTL", key], { timeout })).pipe(
+        Effect.timeoutOption(timeout),
+        Effect.ignore
+      )
+}

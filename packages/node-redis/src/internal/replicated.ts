@@ -58,6 +58,11 @@ export interface Topology {
   readonly isMaster: (key: string, address: string) => boolean
   /** Asks the client to re-read the topology after a redirect, a role change or a dead node. */
   readonly refresh: (key: string) => Effect.Effect<void>
+  /**
+   * Re-reads the view after a `MOVED` and waits for it, at most `timeoutMillis` (Cluster only): a
+   * slot that moved is then tried once more on its new master within the same call.
+   */
+  readonly reread?: ((key: string, timeoutMillis: number) => Effect.Effect<void>) | undefined
   /** How releases wake waiters: `SPUBLISH` on Cluster (the message stays on the key's shard). */
   readonly publish: Scripts.Publish
   /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
@@ -207,12 +212,19 @@ const guardedWrite = <A>(
       acks: Result.Result<unknown, LockRedisError>
     ): Effect.Effect<A, LockRedisError> => {
       if (Result.isFailure(result)) {
-        // Re-sent (NOSCRIPT): the role and acknowledgement that went with it ran too early.
+        // Re-sent (NOSCRIPT): the role and acknowledgement that went with it ran too early. After an
+        // ASK redirect the re-sent script needs `ASKING` right before it again (the flag lasts one
+        // command), or the importing node answers MOVED back to the source.
         if (result.failure.code !== "NOSCRIPT") return Effect.fail(result.failure)
-        return Effect.flatMap(
-          Effect.suspend(() => connection.send(Scripts.evalArgs("EVAL", script, keys, args), left())),
-          (reply) => afterReply(route, connection, asking, reply, undefined, undefined)
-        )
+        const evalArgs = Scripts.evalArgs("EVAL", script, keys, args)
+        const resent = asking
+          ? Effect.flatMap(
+              Effect.suspend(() => connection.sendAll([["ASKING"], evalArgs], left())),
+              ([asked, evaluated]) =>
+                Result.isFailure(asked!) ? Effect.fail(asked.failure) : Effect.fromResult(evaluated!)
+            )
+          : Effect.suspend(() => connection.send(evalArgs, left()))
+        return Effect.flatMap(resent, (reply) => afterReply(route, connection, asking, reply, undefined, undefined))
       }
       return afterReply(
         route,
@@ -293,9 +305,20 @@ const guardedWrite = <A>(
     const routed = topology.route(request.key)
     if (Result.isFailure(routed)) return Effect.fail(routed.failure)
     const route = routed.success
+    // A MOVED reply means the script did not run: once the view has caught up, the new master is
+    // asked within what is left, rather than a retry round later. The re-read gets half of that, so
+    // a slow one still leaves time for the call (or for the caller's retry).
+    const followMoved = (error: LockRedisError): Effect.Effect<A, LockRedisError> => {
+      if (error.code !== "MOVED" || topology.reread === undefined) return refreshOn(error)
+      return Effect.flatMap(topology.reread(request.key, left() / 2), () => {
+        const moved = topology.route(request.key)
+        if (Result.isFailure(moved) || moved.success.address === route.address) return refreshOn(error)
+        return Effect.catch(attempt(moved.success, moved.success.address, false), refreshOn)
+      })
+    }
     return Effect.catch(attempt(route, route.address, false), (error) => {
       const target = askTarget(error)
-      return target === undefined ? refreshOn(error) : Effect.catch(attempt(route, target, true), refreshOn)
+      return target === undefined ? followMoved(error) : Effect.catch(attempt(route, target, true), refreshOn)
     })
   })
 

@@ -47,6 +47,7 @@ export const renewAll = (
     }
     const first = requests[0]
     if (first === undefined) return replies
+    const start = yield* monotonicMillis
     const budget = first.timeoutMillis - Math.max(10, first.timeoutMillis * 0.2)
     yield* Effect.forEach(
       groups.values(),
@@ -63,13 +64,27 @@ export const renewAll = (
         ),
       { concurrency: "unbounded", discard: true }
     )
-    // Redirected renewals go through the single-key path, which follows ASK and refreshes the view.
+    // Redirected renewals go through the single-key path, which follows ASK and MOVED, within what is
+    // left of their time: the batch already used some of it.
+    const redirected = replies.flatMap((reply, i) =>
+      typeof reply !== "boolean" && (reply.code === "ASK" || reply.code === "MOVED") ? [i] : []
+    )
+    if (redirected.length === 0) return replies
+    // A slot that moved: the view is re-read once for all of them first (within half of what is
+    // left), so their single-key calls go straight to the new owner.
+    const moved = redirected.find((i) => {
+      const reply = replies[i]!
+      return typeof reply !== "boolean" && reply.code === "MOVED"
+    })
+    if (moved !== undefined && topology.reread !== undefined) {
+      const left = first.timeoutMillis - ((yield* monotonicMillis) - start)
+      yield* topology.reread(requests[moved]!.key, left / 2)
+    }
+    const spent = (yield* monotonicMillis) - start
     yield* Effect.forEach(
-      replies.flatMap((reply, i) =>
-        typeof reply !== "boolean" && (reply.code === "ASK" || reply.code === "MOVED") ? [i] : []
-      ),
+      redirected,
       (i) =>
-        Effect.match(renewOne(requests[i]!), {
+        Effect.match(renewOne({ ...requests[i]!, timeoutMillis: requests[i]!.timeoutMillis - spent }), {
           onFailure: (error) => (replies[i] = error),
           onSuccess: (ok) => (replies[i] = ok)
         }),
