@@ -2,6 +2,7 @@
 // scripted backend for loss). The same behaviour against real servers is in the contract suite
 // (@sage/lock-testkit, contract/lease.ts); the type tests here need no server at all.
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -152,6 +153,30 @@ describe("Lease after loss (scripted backend)", () => {
       const error = (yield* Fiber.join(fiber)) as LockError
       assert.strictEqual(error._tag, "LockLost")
       assert.deepStrictEqual(seen, { reason: "ownership", remaining: 0 })
+    })
+  )
+
+  it.effect("a loss stays a typed LockLost when a finalizer of the interrupted body dies", () =>
+    Effect.gen(function* () {
+      const fake = scripted({ renew: () => Effect.succeed(false) })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(
+        Effect.never.pipe(
+          Effect.ensuring(Effect.die("the finalizer broke")),
+          lock.withLock("k", { waitTimeout: "1 second" }),
+          Effect.exit
+        )
+      )
+      yield* TestClock.adjust("100 millis")
+      yield* TestClock.adjust("100 millis")
+      const exit = yield* Fiber.join(fiber)
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        const error = Cause.findErrorOption(exit.cause)
+        assert.isTrue(Option.isSome(error) && error.value._tag === "LockLost", String(exit.cause))
+        assert.isTrue(exit.cause.reasons.some(Cause.isDieReason), "the defect is kept beside it")
+        assert.isFalse(Cause.hasInterrupts(exit.cause), "not reported as an interruption")
+      }
     })
   )
 

@@ -43,6 +43,20 @@ export interface Client {
   readonly waiterId: string
 }
 
+/**
+ * The call's exit when the body was interrupted because the lock was lost: `LockLost`, and whatever
+ * else went wrong while the body stopped (a finalizer that died, say) beside it, never in its place.
+ */
+const lostExit = <E>(lost: LockLost, cause: Cause.Cause<E>): Exit.Exit<never, E | LockLost> =>
+  Cause.hasInterruptsOnly(cause)
+    ? Exit.fail(lost)
+    : Exit.failCause(
+        Cause.fromReasons<E | LockLost>([
+          ...Cause.fail(lost).reasons,
+          ...cause.reasons.filter((reason) => !Cause.isInterruptReason(reason))
+        ])
+      )
+
 export const newToken = (): string => globalThis.crypto.randomUUID()
 
 const transferredAttempt = { "lock.attempt": 0, "lock.attempt.result": "transferred" }
@@ -161,8 +175,8 @@ export const runLocked = <A, E, R, B>(
       client.renewals.unregister(renewal)
       const lost = lease.release()
       const exit: Exit.Exit<A, E | LockLost> =
-        lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterruptsOnly(bodyExit.cause)
-          ? Exit.fail(lost)
+        lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterrupts(bodyExit.cause)
+          ? lostExit(lost, bodyExit.cause)
           : bodyExit
       metrics.run(call.context, exit)
       return finish(exit)
