@@ -203,4 +203,34 @@ describe("transfer to the next fiber of the same client", () => {
       assert.lengthOf(fences, 2)
     })
   )
+
+  it.effect("a hand-on that fails during an outage ends within the release's one second, grant clean-up included", () =>
+    Effect.gen(function* () {
+      // Every transfer and every release waits 300 ms (or its time limit) and then fails, retryably,
+      // maybe applied.
+      const slowFailure = (timeoutMillis: number) =>
+        Effect.andThen(Effect.sleep(Math.min(300, timeoutMillis)), Effect.fail(lostReply(true, true)))
+      const memory = yield* MemoryBackend.make
+      let releases = 0
+      const backend: Backend = {
+        ...memory,
+        transfer: (request) => slowFailure(request.timeoutMillis),
+        release: (request) => Effect.suspend(() => (releases++, slowFailure(request.timeoutMillis)))
+      }
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provideService(LockBackend, backend))
+      // The waiter gives up long before the transfer does: the grant is then nobody's.
+      const { holder, leave, waiters } = yield* queue(lock, 1, "50 millis")
+      yield* Deferred.succeed(leave, undefined)
+      for (let elapsed = 0; elapsed < 1_050 && holder.pollUnsafe() === undefined; elapsed += 10) {
+        yield* TestClock.adjust("10 millis")
+      }
+      const endedInTime = holder.pollUnsafe() !== undefined
+      const releasesInTime = releases
+      // Let whatever still runs finish, so a failing run ends instead of hanging on the test clock.
+      yield* TestClock.adjust("5 seconds")
+      assert.isTrue(endedInTime, "the holder's call ended within the bound")
+      assert.strictEqual(releasesInTime, 0, "no time was left for the grant's release: its lease frees the key")
+      assert.strictEqual((yield* Effect.flip(Fiber.join(waiters[0]!)))._tag, "TimedOut")
+    })
+  )
 })

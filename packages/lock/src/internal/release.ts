@@ -29,11 +29,19 @@ export interface Failed {
  */
 export const withinReleaseBound = <A, B>(
   operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
-  done: (value: A) => B
+  done: (value: A) => B,
+  /** The end of the bound (monotonic ms), when it started earlier: one step of a longer release. */
+  deadline?: number
 ): Effect.Effect<B | Failed> =>
   Effect.uninterruptible(
     Effect.withFiber((fiber) =>
-      boundedFromNow<A, B | Failed, B | Failed, never>(operation, done, fiber.getRef(Clock.Clock), Effect.succeed)
+      boundedFromNow<A, B | Failed, B | Failed, never>(
+        operation,
+        done,
+        fiber.getRef(Clock.Clock),
+        Effect.succeed,
+        deadline
+      )
     )
   )
 
@@ -46,9 +54,11 @@ const boundedFromNow = <A, B, C, E>(
   operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
   done: (value: A) => B,
   clock: Clock.Clock,
-  then: (outcome: B | Failed) => Effect.Effect<C, E>
+  then: (outcome: B | Failed) => Effect.Effect<C, E>,
+  givenDeadline?: number
 ): Effect.Effect<C, E> => {
-  const deadline = monotonicMillis(clock) + releaseTimeoutMillis
+  const start = monotonicMillis(clock)
+  const deadline = givenDeadline ?? start + releaseTimeoutMillis
   let lastError: LockRedisError | undefined
   const attempt = (n: number, now: number): Effect.Effect<C, E> => {
     const remaining = deadline - now
@@ -67,15 +77,20 @@ const boundedFromNow = <A, B, C, E>(
       }
     })
   }
-  return attempt(0, deadline - releaseTimeoutMillis)
+  return attempt(0, start)
 }
 
 /** Compare-and-delete within one second in all (see `withinReleaseBound`). */
 export const release = (
   backend: Backend,
-  request: (timeoutMillis: number) => LeaseRequest
+  request: (timeoutMillis: number) => LeaseRequest,
+  deadline?: number
 ): Effect.Effect<ReleaseOutcome> =>
-  withinReleaseBound((timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }), outcomeOf)
+  withinReleaseBound(
+    (timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }),
+    outcomeOf,
+    deadline
+  )
 
 /**
  * `release` continuing with `then`, starting when this is called: for a caller that is
@@ -101,9 +116,11 @@ const outcomeOf = (ok: boolean): ReleaseOutcome => (ok ? released : notOwner)
 export const releaseBounded = (
   backend: Backend,
   request: (timeoutMillis: number) => LeaseRequest,
-  context: string
+  context: string,
+  /** See `withinReleaseBound`. */
+  deadline?: number
 ): Effect.Effect<void> =>
-  Effect.flatMap(release(backend, request), (outcome) =>
+  Effect.flatMap(release(backend, request, deadline), (outcome) =>
     outcome._tag === "Failed"
       ? Effect.logDebug(`lock release after ${context} failed; the lease will free the key`, outcome.error)
       : Effect.void

@@ -23,7 +23,7 @@ import { identity } from "effect/Function"
 import type { Backend, LeaseRequest, TransferReply } from "../LockBackend.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import { type Failed, notOwner, released, type ReleaseOutcome, releaseBounded, withinReleaseBound } from "./release.ts"
-import type { Settings } from "./settings.ts"
+import { releaseTimeoutMillis, type Settings } from "./settings.ts"
 import { withNow } from "./time.ts"
 
 /**
@@ -92,7 +92,13 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
           waiter
         })
       })
-    return Effect.flatMap(withinReleaseBound(transfer, identity), (reply: TransferReply | Failed) => {
+    // One bound for the whole hand-on: the transfer, and the release of a grant nobody took.
+    let deadline = 0
+    const bounded = withNow((now) => {
+      deadline = now + releaseTimeoutMillis
+      return withinReleaseBound(transfer, identity, deadline)
+    })
+    return Effect.flatMap(bounded, (reply: TransferReply | Failed) => {
       if (reply._tag === "NotOwner") {
         queue.setStreak(key, 0)
         params.passTurn()
@@ -109,12 +115,21 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
       const outcome: ReleaseOutcome = transferred ? released : reply
       if (params.passTurn(grant)) return Effect.succeed(outcome)
       // Every waiter left while the transfer was under way: nobody takes the grant.
-      return Effect.as(abandon(backend, settings, key, grant), outcome)
+      return Effect.as(abandon(backend, settings, key, grant, deadline), outcome)
     })
   })
 
-/** Releases a grant no fiber took (bounded, never failing). */
-export const abandon = (backend: Backend, settings: Settings, key: string, grant: Grant): Effect.Effect<void> =>
+/**
+ * Releases a grant no fiber took (bounded, never failing): within a second, or until `deadline`
+ * (monotonic ms) when it ends a longer release.
+ */
+export const abandon = (
+  backend: Backend,
+  settings: Settings,
+  key: string,
+  grant: Grant,
+  deadline?: number
+): Effect.Effect<void> =>
   releaseBounded(
     backend,
     (timeoutMillis): LeaseRequest => ({
@@ -124,5 +139,6 @@ export const abandon = (backend: Backend, settings: Settings, key: string, grant
       timeoutMillis,
       acknowledge: false
     }),
-    "a transfer no fiber took"
+    "a transfer no fiber took",
+    deadline
   )
