@@ -57,6 +57,10 @@ const lostReply = (mayHaveExecuted: boolean, retryable: boolean): LockRedisError
     mayHaveExecuted
   })
 
+/** A call that takes 300 ms (or its whole time limit, if shorter) and then fails, retryably, maybe applied. */
+const slowFailure = (timeoutMillis: number) =>
+  Effect.andThen(Effect.sleep(Math.min(300, timeoutMillis)), Effect.fail(lostReply(true, true)))
+
 /** A holder that stays inside until `leave`, and `n` fibers queued behind it, each recording its fence. */
 const queue = (lock: Lock.LockClient<string>, n: number, waitTimeout: Duration.Input = "10 seconds") =>
   Effect.gen(function* () {
@@ -208,8 +212,6 @@ describe("transfer to the next fiber of the same client", () => {
     Effect.gen(function* () {
       // Every transfer and every release waits 300 ms (or its time limit) and then fails, retryably,
       // maybe applied.
-      const slowFailure = (timeoutMillis: number) =>
-        Effect.andThen(Effect.sleep(Math.min(300, timeoutMillis)), Effect.fail(lostReply(true, true)))
       const memory = yield* MemoryBackend.make
       let releases = 0
       const backend: Backend = {
