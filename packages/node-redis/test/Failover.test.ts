@@ -2,6 +2,7 @@
 // happens to a held lock when the master changes, with and without replica acknowledgement, and
 // what callers see while a slot moves between masters.
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lock } from "@sage/lock"
@@ -9,6 +10,17 @@ import { LockBackend } from "@sage/lock/LockBackend"
 import { clientOn, holding } from "./support.ts"
 import { ClusterMigration, ClusterTopology, Replicated, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+
+/** Waits (up to 20 s) until the cluster reports a master other than `port` for `key`'s slot. */
+const waitUntilOwnerIsNot = (topology: ClusterTopology.ClusterTopology, key: string, port: number) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 200; i++) {
+      const owner = yield* Effect.result(topology.masterFor(key))
+      if (owner._tag === "Success" && owner.success.port !== port) return owner.success
+      yield* Effect.sleep(100)
+    }
+    return yield* Effect.die(new Error(`no new master for ${key} within 20 s`))
+  })
 
 const clusterBackend = (topology: ClusterTopology.ClusterTopology) =>
   NodeRedisBackend.makeCluster({
@@ -128,6 +140,39 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         assert.isAbove(race.completed, 0)
       })
     )
+
+    // On one flavor: the path is the client's, and the crash and the return take about 15 s.
+    if (flavor === ServerBinary.flavorsUnderTest()[0]) {
+      it.live(
+        "with acknowledgement, a lock held while its master crashes outlives the failover and the old node's return",
+        () =>
+          Effect.gen(function* () {
+            const topology = yield* ClusterTopology.start({ flavor })
+            const backend = yield* clusterBackend(topology)
+            // A lease long enough for the failure detection, the promotion and the old node's return.
+            const lock = yield* clientOn(backend, { leaseDuration: "15 seconds" })
+            const key = `${lock.namespace}:{crash}`
+            const master = yield* topology.masterFor(key)
+            const release = yield* Deferred.make<void>()
+            const held = yield* holding(lock, "crash", Deferred.await(release))
+            yield* master.kill
+            // Renewals fail while the master is down, then go to the promoted replica once the
+            // client's view has it: the lock must outlive the gap, and the old node's return.
+            yield* waitUntilOwnerIsNot(topology, key, master.port)
+            // Renewals reach the promoted master for a while before the old node returns.
+            yield* Effect.sleep(3_000)
+            yield* master.restart
+            yield* ClusterTopology.waitForClusterOk(topology, { replicasPerRange: 1, timeoutMs: 20_000 })
+            // Past a renewal period (5 s) with the old master back as the only replica.
+            yield* Effect.sleep(6_000)
+            yield* Deferred.succeed(release, undefined)
+            const result = yield* Fiber.join(held.fiber)
+            assert.strictEqual(result._tag, "Success", JSON.stringify(result))
+            assert.isFalse(held.interrupted())
+          }),
+        90_000
+      )
+    }
 
     it.live("resharding a slot while locks on it are acquired, renewed and released leaks no error but TimedOut", () =>
       Effect.gen(function* () {

@@ -5,7 +5,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Result from "effect/Result"
-import type { LeaseRequest } from "@sage/lock/LockBackend"
+import type { AcquireReply, LeaseRequest } from "@sage/lock/LockBackend"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { Replicated, ServerBinary } from "@sage/lock-testkit"
 import * as Pool from "../src/internal/pool.ts"
 import { makeBackend, type Topology } from "../src/internal/replicated.ts"
@@ -153,6 +154,36 @@ describe(`group commit of acknowledged acquisitions on ${flavor}`, () => {
       for (const key of ["queued{0}", "queued{7}", "hurried"]) {
         assert.isNull(yield* nodes.master.command("GET", key), `${key} was never written`)
       }
+    })
+  )
+
+  it.live("members queued behind more than a full batch of departed ones are still sent", () =>
+    Effect.gen(function* () {
+      const { address, pool, backend } = yield* onMasterWithReplica(1)
+      assert.strictEqual((yield* backend.acquire(request("first")))._tag, "Acquired")
+      // The pool's only connection is held, so what goes out now stays in flight.
+      const hog = yield* Effect.forkChild(pool.use(address, 5_000, () => Effect.never))
+      yield* Effect.sleep(100)
+      // Four in flight (the most per node), one at a time so that each starts its own batch; from
+      // then on, arrivals only queue.
+      const inFlight: Array<Fiber.Fiber<AcquireReply, LockRedisError>> = []
+      for (let i = 0; i < 4; i++) {
+        inFlight.push(yield* Effect.forkChild(backend.acquire(request(`flight{${i}}`, 5_000))))
+        yield* Effect.sleep(30)
+      }
+      // Each batch that ends starts the next one: four full batches' worth of members queue and leave.
+      const departed = yield* Effect.forEach(
+        Array.from({ length: 4 * 64 }, (_, i) => `gone{${i}}`),
+        (key) => Effect.forkChild(backend.acquire(request(key, 5_000)))
+      )
+      const behind = yield* Effect.forkChild(backend.acquire(request("behind", 4_000)))
+      yield* Effect.sleep(50)
+      yield* Effect.forEach(departed, Fiber.interrupt, { discard: true })
+      yield* Fiber.interrupt(hog)
+      for (const fiber of inFlight) assert.strictEqual((yield* Fiber.join(fiber))._tag, "Acquired")
+      const outcome = yield* Effect.result(Fiber.join(behind))
+      assert.strictEqual(outcome._tag, "Success", JSON.stringify(outcome))
+      if (outcome._tag === "Success") assert.strictEqual(outcome.success._tag, "Acquired")
     })
   )
 })

@@ -24,6 +24,7 @@ import * as GroupCommit from "./groupCommit.ts"
 import * as Scripts from "./scripts.ts"
 import { type Subscriber, make as makeWakeups } from "./wakeups.ts"
 import * as StrayWrites from "./strayWrites.ts"
+import { suggestsStaleView } from "./staleView.ts"
 
 /**
  * Where a key's master is, and how many replicas the client's view lists for it (undefined: the
@@ -68,18 +69,6 @@ export interface Topology {
   /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
   readonly subscriber: () => Promise<Subscriber>
 }
-
-/** Errors after which the client's view of the topology is probably stale. */
-const staleView = new Set([
-  "MOVED",
-  "ASK",
-  "READONLY",
-  "NOT_MASTER",
-  "CLUSTERDOWN",
-  "MASTERDOWN",
-  "TRYAGAIN",
-  "UNBLOCKED"
-])
 
 /** A failure after the write was applied: the key may now hold our token, so cleanup must release it. */
 const afterWrite = (error: LockRedisError): LockRedisError =>
@@ -299,9 +288,7 @@ const guardedWrite = <A>(
       })
     }
     const refreshOn = (error: LockRedisError): Effect.Effect<never, LockRedisError> =>
-      staleView.has(error.code) || error.kind !== "server"
-        ? Effect.andThen(topology.refresh(request.key), Effect.fail(error))
-        : Effect.fail(error)
+      suggestsStaleView(error) ? Effect.andThen(topology.refresh(request.key), Effect.fail(error)) : Effect.fail(error)
     const routed = topology.route(request.key)
     if (Result.isFailure(routed)) return Effect.fail(routed.failure)
     const route = routed.success

@@ -16,6 +16,7 @@ import { replicatedFailure as failure } from "./commands.ts"
 import type { Pool } from "./pool.ts"
 import type { Route, Topology } from "./replicated.ts"
 import * as Scripts from "./scripts.ts"
+import { suggestsStaleView } from "./staleView.ts"
 import type * as StrayWrites from "./strayWrites.ts"
 import { monotonicMillis } from "./time.ts"
 
@@ -64,6 +65,7 @@ export const renewAll = (
         ),
       { concurrency: "unbounded", discard: true }
     )
+    yield* refreshAfterFailures(topology, requests, replies)
     // Redirected renewals go through the single-key path, which follows ASK and MOVED, within what is
     // left of their time: the batch already used some of it.
     const redirected = replies.flatMap((reply, i) =>
@@ -92,6 +94,29 @@ export const renewAll = (
     )
     return replies
   })
+
+/**
+ * Asks for the view to be re-read once per node whose renewals failed in a way that suggests it is
+ * stale (the node unreachable, `READONLY`, `CLUSTERDOWN`...), as a single renewal does: a process
+ * that only renews must not keep renewing against a dead master until its leases run out.
+ * Redirects are left to the single-key retries, and `NOT_MASTER` has refreshed already.
+ */
+const refreshAfterFailures = (
+  topology: Topology,
+  requests: ReadonlyArray<LeaseRequest>,
+  replies: ReadonlyArray<RenewReply>
+): Effect.Effect<void> => {
+  const keys = new Map<string, string>()
+  replies.forEach((reply, i) => {
+    if (typeof reply === "boolean" || !suggestsStaleView(reply)) return
+    if (reply.code === "ASK" || reply.code === "MOVED" || reply.code === "NOT_MASTER") return
+    const key = requests[i]!.key
+    const routed = topology.route(key)
+    const node = Result.isSuccess(routed) ? routed.success.address : ""
+    if (!keys.has(node)) keys.set(node, key)
+  })
+  return Effect.forEach(keys.values(), topology.refresh, { discard: true })
+}
 
 const renewOnNode = (
   topology: Topology,
@@ -135,7 +160,12 @@ const renewOnNode = (
         const wrote = (replace: LockRedisError) => results.map((reply) => (reply === true ? replace : reply))
         const role = yield* connection.send(["ROLE"], yield* left)
         const isMaster = Array.isArray(role) && role[0] === "master"
-        if (!isMaster || group.indexes.some((i) => !topology.isMaster(requests[i]!.key, connection.address))) {
+        // The view must agree for the keys that were renewed here (one that answered MOVED, say, no
+        // longer belongs to this node, and says nothing about the others).
+        const disowned = group.indexes.some(
+          (i, n) => results[n] === true && !topology.isMaster(requests[i]!.key, connection.address)
+        )
+        if (!isMaster || disowned) {
           yield* topology.refresh(requests[group.indexes[0]!]!.key)
           // What it extended there is released there too (as a single renewal's stray write is).
           group.indexes.forEach((i, n) => {
