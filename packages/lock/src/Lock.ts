@@ -54,7 +54,8 @@ import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
  */
 export interface LockOptions<K = string> {
   /**
-   * How long a lock stays valid without renewal. Defaults to 30 seconds; at least 30 milliseconds.
+   * How long a lock stays valid without renewal. Defaults to 30 seconds; at least 30 milliseconds,
+   * at most 2^53 - 1 milliseconds.
    * Choose it comfortably longer than network latency plus the longest process pause you expect:
    * a crashed holder blocks others for up to one lease.
    */
@@ -170,8 +171,8 @@ const waitingIsNeverBusy: Effect.Effect<never> = Effect.die(new Error("a waiting
  * Builds a lock client for keys of type `K` over the `LockBackend` in context.
  *
  * **Details**
- * Fails with `InvalidArgument` when `leaseDuration` is unparsable, not finite, not positive or under
- * 30 ms, or when `namespace` is empty or contains `{`/`}`.
+ * Fails with `InvalidArgument` when `leaseDuration` is unparsable, not finite, not positive, under
+ * 30 ms or over 2^53 - 1 ms, or when `namespace` is empty or contains `{`/`}`.
  *
  * @example
  * ```ts

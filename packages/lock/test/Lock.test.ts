@@ -21,6 +21,19 @@ describe("Lock layers", () => {
     })
   )
 
+  it.effect("a lease too long to count in whole milliseconds is InvalidArgument, not a server error later", () =>
+    Effect.gen(function* () {
+      const fake = scripted({})
+      const error = yield* Effect.flip(
+        Layer.build(Lock.layer({ leaseDuration: Duration.millis(1e19) }).pipe(Layer.provide(fake.layer)))
+      )
+      assert.strictEqual(error._tag, "InvalidArgument")
+      assert.strictEqual(error.field, "leaseDuration")
+      assert.include(error.message, "at most")
+      assert.lengthOf(fake.calls.acquire, 0)
+    })
+  )
+
   it.effect("layerConfig reads options from Config and the accessors use the service", () =>
     Effect.gen(function* () {
       const fake = scripted({})

@@ -108,6 +108,11 @@ export const makeSettings = Effect.fnUntraced(function* (options: SettingsInput)
   if (leaseMillis < minimumLeaseMillis) {
     return yield* invalid("leaseDuration", options.leaseDuration, `must be at least ${minimumLeaseMillis} ms`)
   }
+  // Beyond this, milliseconds are no longer whole numbers in JavaScript or Lua, and a server asked
+  // for such an expiry answers an error at the first acquisition rather than here.
+  if (leaseMillis > Number.MAX_SAFE_INTEGER) {
+    return yield* invalid("leaseDuration", options.leaseDuration, "must be at most 2^53 - 1 ms (about 285,000 years)")
+  }
   const namespace = options.namespace ?? defaultNamespace
   if (typeof namespace !== "string" || namespace.length === 0) {
     return yield* invalid("namespace", namespace, "must be a non-empty string")
