@@ -103,11 +103,31 @@ describe("renewal and the usable lease", () => {
       const usable = usableLeaseMillis(300)
       yield* TestClock.adjust(usable - 1)
       assert.isUndefined(fiber.pollUnsafe(), "still within the usable lease")
-      assert.strictEqual(fake.calls.renew.length, 1, "renewal was sent a third of a lease in")
+      assert.strictEqual(fake.calls.renew[0]!.timeoutMillis, 100, "sent a third of a lease in, for one period")
+      assert.isAtLeast(fake.calls.renew.length, 2, "cut at one renewal period, and sent again")
       yield* TestClock.adjust(1)
       const error = yield* Fiber.join(fiber)
       assert.strictEqual(error._tag, "LockLost")
       if (error._tag === "LockLost") assert.strictEqual(error.reason, "expired")
+    })
+  )
+
+  it.effect("a renewal attempt waits at most a renewal period, so one that hangs is retried within the lease", () =>
+    Effect.gen(function* () {
+      // The first renewal gets no reply: the backend gives up when its time limit ends, as a real one does.
+      const fake = scripted({
+        renew: (request, attempt) =>
+          attempt === 1
+            ? Effect.andThen(Effect.sleep(request.timeoutMillis), Effect.fail(temporary("TIMEOUT")))
+            : Effect.succeed(true)
+      })
+      const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provide(fake.layer))
+      const fiber = yield* Effect.forkChild(
+        lock.withLock("k", { waitTimeout: "1 second" })(Effect.sleep("1 second").pipe(Effect.as("done")))
+      )
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(fiber), "done")
+      assert.isAtMost(fake.calls.renew[0]!.timeoutMillis, 100, "the first attempt's limit is one renewal period")
     })
   )
 

@@ -192,7 +192,9 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
   const send = (batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> => {
     let longest = 0
     for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
-    return Effect.flatMap(renewBatch(batch, longest), (replies) =>
+    // One attempt waits at most a renewal period: a reply that never comes (a connection gone
+    // silent) leaves time for another attempt within the lease instead of using all of it.
+    return Effect.flatMap(renewBatch(batch, Math.min(longest, settings.renewEveryMillis)), (replies) =>
       withNow((receivedAt) => {
         let retries: Array<Renewal> | undefined
         for (let i = 0; i < batch.length; i++) {
