@@ -2,6 +2,7 @@
 // backend (its own connections and waiter id), so everything between them goes through the server
 // exactly as between processes: the waiter queue, the release's PUBLISH, the subscriber.
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lock, LockScripts } from "@sage/lock"
@@ -119,9 +120,11 @@ for (const flavor of flavors) {
         const c = yield* client(server.url)
         const [, waiters, until] = LockScripts.keysOf(lockKeyOf("k"))
         let releasedAt = 0
+        const inside = yield* Deferred.make<void>()
         const held = yield* Effect.forkChild(
           a.withLock("k", { waitTimeout: "5 seconds" })(
             Effect.gen(function* () {
+              yield* Deferred.succeed(inside, undefined)
               // A waiter that registered first and then died: its registration would last a minute.
               yield* server.command("ZADD", waiters, "0", "dead-waiter")
               yield* server.command("ZADD", until, String(Date.now() + 60_000), "dead-waiter")
@@ -131,7 +134,8 @@ for (const flavor of flavors) {
             })
           )
         )
-        yield* Effect.sleep(10)
+        // Only once `a` holds the key (both clients connect on first use: either could be first).
+        yield* Deferred.await(inside)
         const startedAt = yield* c.withLock("k", { waitTimeout: "10 seconds" })(now)
         yield* Fiber.join(held)
         assert.isBelow(startedAt - releasedAt, 2_500, "the line moved past the dead head")
