@@ -128,11 +128,9 @@ const waitForReplicas = (
     // WAIT answers how many replicas had the write when it returned: enough of them is enough,
     // whatever count it was asked for.
     if (typeof earlyAcks === "number" && earlyAcks >= wanted) return Effect.void
-    // The server gives up a little before the caller's limit, so that its answer (how many replicas
-    // had the write) still arrives within it.
-    const millis = Math.floor(waitMillis - Math.min(100, waitMillis / 5))
+    const millis = Math.floor(waitMillis)
     if (millis < 1) return Effect.fail(failure("UNACKNOWLEDGED", "no time left to wait for replicas", true))
-    return Effect.flatMap(connection.send(["WAIT", String(wanted), String(millis)], waitMillis), (acks) =>
+    return Effect.flatMap(connection.send(["WAIT", String(wanted), String(millis)], millis + 100), (acks) =>
       typeof acks === "number" && acks >= wanted
         ? Effect.void
         : Effect.fail(
