@@ -264,6 +264,30 @@ describe("batched renewal", () => {
   )
 })
 
+// A 1 s lease whose body ends at 200 ms, before the first renewal: the usable lease ends at 948 ms.
+// The first release attempt fails without running at `failsAt`; the retry finds the key gone.
+const releaseRetriedAt = (failsAtMillis: number) =>
+  Effect.gen(function* () {
+    let calls = 0
+    const fake = scripted({
+      release: () =>
+        Effect.suspend(() => {
+          calls++
+          return calls === 1
+            ? Effect.andThen(Effect.sleep(failsAtMillis - 200), Effect.fail(temporary("OFFLINE")))
+            : Effect.succeed(false)
+        })
+    })
+    const lock = yield* Lock.make({ leaseDuration: "1 second" }).pipe(Effect.provide(fake.layer))
+    const fiber = yield* Effect.forkChild(
+      Effect.result(lock.withLock("k", { waitTimeout: "1 second" })(Effect.as(Effect.sleep("200 millis"), "value")))
+    )
+    for (let elapsed = 0; elapsed < 1_300 && fiber.pollUnsafe() === undefined; elapsed += 10) {
+      yield* TestClock.adjust("10 millis")
+    }
+    return { result: yield* Fiber.join(fiber), calls }
+  })
+
 describe("release", () => {
   it.effect("retries temporary failures within one second in all, then gives up and returns the result", () =>
     Effect.gen(function* () {
@@ -292,6 +316,26 @@ describe("release", () => {
       const error = yield* Fiber.join(fiber)
       assert.strictEqual(error._tag, "LockLost", "a retry that finds another owner still reports it")
       assert.strictEqual(calls, 3)
+    })
+  )
+
+  it.effect(
+    "a retry that finds the key gone after the lease could have run out is no loss: the body ended in time",
+    () =>
+      Effect.gen(function* () {
+        // Retried at about 960 ms, past the usable lease's end: the key may simply have expired.
+        const { calls, result } = yield* releaseRetriedAt(950)
+        assert.strictEqual(calls, 2)
+        assert.isTrue(result._tag === "Success" && result.success === "value", "the body's value, not LockLost")
+      })
+  )
+
+  it.effect("a retry that finds the key gone while the lease still held is a loss", () =>
+    Effect.gen(function* () {
+      // Retried at about 610 ms: the lease had 340 ms left, so the key was taken from its holder.
+      const { calls, result } = yield* releaseRetriedAt(600)
+      assert.strictEqual(calls, 2)
+      assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost")
     })
   )
 })

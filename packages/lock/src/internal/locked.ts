@@ -126,6 +126,8 @@ export const runLocked = <A, E, R, B>(
   let acquiredAt = 0
   // The lease the acquisition got, once it has got one.
   let acquired: HeldLease | undefined
+  // Until when (monotonic ms) the lease could be relied on when the body ended.
+  let validUntil = Infinity
   if (grant !== undefined) grant.claimed = true
   // Built when it is to run (it starts when built): a grant may make it unnecessary.
   const acquisition = () =>
@@ -173,6 +175,7 @@ export const runLocked = <A, E, R, B>(
 
     const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<B, E | LockError> => {
       client.renewals.unregister(renewal)
+      validUntil = renewal.validUntil
       const lost = lease.release()
       const exit: Exit.Exit<A, E | LockLost> =
         lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterrupts(bodyExit.cause)
@@ -215,6 +218,18 @@ export const runLocked = <A, E, R, B>(
       event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
       // The body's own failure or interruption (or LockLost from renewal) always wins over release.
       if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
+      // A key found not ours by an attempt sent after the lease could have run out on the server,
+      // when the release began before that: the body ended within its lease, and the key may just
+      // have expired while the release was retried (a grant's short window, a short lease). That
+      // says nothing of the time the body ran, so it is not a loss: the lease freed the key.
+      if (released._tag === "NotOwner" && released.startedAt < validUntil && released.sentAt >= validUntil) {
+        return Effect.as(
+          Effect.logWarning(
+            `could not confirm the release of lock ${key}: its lease ran out while the release was retried, after the body completed within it`
+          ),
+          found(exit.value)
+        )
+      }
       if (released._tag === "NotOwner") {
         annotate(call.trace, {
           "lock.outcome": "lost",

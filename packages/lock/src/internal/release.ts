@@ -10,10 +10,23 @@ import { monotonicMillis } from "./time.ts"
 
 const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 
-export type ReleaseOutcome = { readonly _tag: "Released" } | { readonly _tag: "NotOwner" } | Failed
+export type ReleaseOutcome = { readonly _tag: "Released" } | NotOwner | Failed
 
 export const released: ReleaseOutcome = { _tag: "Released" }
-export const notOwner: ReleaseOutcome = { _tag: "NotOwner" }
+
+/**
+ * The key was gone or held another token when an attempt ran. When that attempt was sent matters:
+ * one sent after the lease could have run out on the server tells nothing about the time before.
+ */
+export interface NotOwner {
+  readonly _tag: "NotOwner"
+  /** Monotonic ms at which the release's first attempt was sent. */
+  readonly startedAt: number
+  /** Monotonic ms at which the attempt that found the key not ours was sent. */
+  readonly sentAt: number
+}
+
+export const notOwner = (startedAt: number, sentAt: number): NotOwner => ({ _tag: "NotOwner", startedAt, sentAt })
 
 /** Gave up: the second ran out, or the failure was not retryable. */
 export interface Failed {
@@ -29,7 +42,8 @@ export interface Failed {
  */
 export const withinReleaseBound = <A, B>(
   operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
-  done: (value: A) => B,
+  /** Told the reply, when the bound started and when the attempt that got the reply was sent. */
+  done: (value: A, startedAt: number, sentAt: number) => B,
   /** The end of the bound (monotonic ms), when it started earlier: one step of a longer release. */
   deadline?: number
 ): Effect.Effect<B | Failed> =>
@@ -52,7 +66,7 @@ export const withinReleaseBound = <A, B>(
  */
 const boundedFromNow = <A, B, C, E>(
   operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
-  done: (value: A) => B,
+  done: (value: A, startedAt: number, sentAt: number) => B,
   clock: Clock.Clock,
   then: (outcome: B | Failed) => Effect.Effect<C, E>,
   givenDeadline?: number
@@ -64,7 +78,7 @@ const boundedFromNow = <A, B, C, E>(
     const remaining = deadline - now
     if (remaining <= 0) return then({ _tag: "Failed", error: lastError })
     return Effect.matchEffect(operation(remaining), {
-      onSuccess: (value) => then(done(value)),
+      onSuccess: (value) => then(done(value, start, now)),
       onFailure: (error) => {
         lastError = error
         if (!error.retryable) return then({ _tag: "Failed", error })
@@ -110,7 +124,8 @@ export const releaseNow = <C, E>(
     then
   )
 
-const outcomeOf = (ok: boolean): ReleaseOutcome => (ok ? released : notOwner)
+const outcomeOf = (ok: boolean, startedAt: number, sentAt: number): ReleaseOutcome =>
+  ok ? released : notOwner(startedAt, sentAt)
 
 /** A best-effort release for cleanup paths: logged at debug level, never failing. */
 export const releaseBounded = (

@@ -77,11 +77,13 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
     const { backend, settings, queue, key } = params
     const successorToken = params.newToken()
     let sentAt = 0
+    let firstSentAt: number | undefined
     const waiter = { id: params.waiterId, ttlMillis: 0 }
     const transfer = (timeoutMillis: number) =>
       withNow((now) => {
         // The lease of a retried transfer counts from the retry: the script re-arms it.
         sentAt = now
+        firstSentAt ??= now
         return params.transfer({
           key,
           token: params.token,
@@ -102,7 +104,7 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
       if (reply._tag === "NotOwner") {
         queue.setStreak(key, 0)
         params.passTurn()
-        return Effect.succeed(notOwner)
+        return Effect.succeed(notOwner(firstSentAt ?? sentAt, sentAt))
       }
       const transferred = reply._tag === "Transferred"
       if (transferred) queue.setStreak(key, reply.othersWaiting ? queue.streak(key) + 1 : 0)
