@@ -31,9 +31,32 @@ const scripted = (options: {
    * empty node) and uses its whole timeout again when re-sent as EVAL.
    */
   slowAfterAcquire?: boolean
+  /**
+   * The key's slot is migrating: its master (the view's) answers the acquisition with `ASK`, naming
+   * `askTarget`, which runs it after `ASKING`. `targetReplicas` is what the view lists for that node.
+   */
+  ask?: { readonly targetReplicas: number | undefined }
 }) => {
   const sent: Array<ReadonlyArray<string>> = []
+  /** The address of each command in `sent`. */
+  const sentTo: Array<string> = []
   let acquired = false
+  const sendOn = (address: string) => (args: ReadonlyArray<string>, timeoutMillis: number) => {
+    if (options.ask !== undefined && address === sourceAddress && args[1] === Scripts.acquire.sha1) {
+      return Effect.fail(
+        new LockRedisError({
+          command: "EVALSHA",
+          kind: "server",
+          code: "ASK",
+          reply: `ASK 1234 ${askTarget}`,
+          retryable: true,
+          mayHaveExecuted: false
+        })
+      )
+    }
+    sentTo.push(address)
+    return send(args, timeoutMillis)
+  }
   const send = (args: ReadonlyArray<string>, timeoutMillis: number) => {
     if (options.slowAfterAcquire === true && acquired && (args[1] === Scripts.release.sha1 || args[0] === "EVAL")) {
       sent.push(args)
@@ -69,9 +92,9 @@ const scripted = (options: {
       Effect.suspend(() =>
         f({
           address,
-          send,
+          send: sendOn(address),
           sendAll: (commands, timeoutMillis) =>
-            Effect.forEach(commands, (args) => Effect.result(send(args, timeoutMillis)))
+            Effect.forEach(commands, (args) => Effect.result(sendOn(address)(args, timeoutMillis)))
         })
       )
     )
@@ -80,18 +103,25 @@ const scripted = (options: {
     description: "scripted",
     route: () =>
       Result.succeed({
-        address: "10.0.0.1:6379",
+        address: sourceAddress,
         replicas: options.viewReplicas,
         knownReplicas: options.knownReplicas,
         departed: options.departed
       }),
     isMaster: () => options.viewSaysMaster,
+    routeAt: (address) =>
+      options.ask !== undefined && address === askTarget
+        ? { address, replicas: options.ask.targetReplicas }
+        : undefined,
     refresh: () => Effect.void,
     publish: "PUBLISH",
     subscriber: () => Promise.reject(new Error("no wake-ups in this scripted topology"))
   }
-  return { backend: makeBackend(topology, pool), sent }
+  return { backend: makeBackend(topology, pool), sent, sentTo }
 }
+
+const sourceAddress = "10.0.0.1:6379"
+const askTarget = "10.0.0.9:6379"
 
 /** A ROLE reply's list of `n` connected replicas. */
 const replicas = (n: number) => Array.from({ length: n }, (_, i) => [`10.0.1.${i}`, "6379", "0"])
@@ -237,6 +267,28 @@ describe("replicated write checks", () => {
       )
       assert.strictEqual(failed._tag, "LockRedisError")
       if (failed._tag === "LockRedisError") assert.strictEqual(failed.code, "NO_REPLICAS")
+    })
+  )
+
+  it.effect("after ASK, the node the slot is migrating to is acknowledged by its own replicas", () =>
+    Effect.gen(function* () {
+      // The source lists one replica, the target two (the view's count and its ROLE): both of the
+      // target's must acknowledge, on the connection that ran the script there.
+      const { backend, sent, sentTo } = scripted({
+        role: ["master", 10, replicas(2)],
+        viewSaysMaster: true,
+        viewReplicas: 1,
+        ask: { targetReplicas: 2 }
+      })
+      const lock = yield* lockOn(yield* backend)
+      yield* lock.withLock("k", { waitTimeout: "1 second" })(Effect.void)
+      const acquired = sent.findIndex((args) => args[1] === Scripts.acquire.sha1)
+      assert.strictEqual(sentTo[acquired], askTarget, "the script ran on the target")
+      assert.deepStrictEqual(sent[acquired - 1], ["ASKING"])
+      // (The source got a WAIT too, in the same round trip as the script it redirected.)
+      const waits = sent.flatMap((args, i) => (args[0] === "WAIT" && sentTo[i] === askTarget ? [args[1]] : []))
+      assert.isAbove(waits.length, 0, "the target's replicas were waited for")
+      for (const wanted of waits) assert.strictEqual(wanted, "2", "both of the target's replicas")
     })
   )
 

@@ -174,6 +174,14 @@ export const topology = (
     return Result.succeed({ address: shard.master.address, replicas: shard.replicas?.length })
   },
   isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
+  // Only after an ASK, so a scan of the slot map is cheap enough. A master that serves no slot yet
+  // (a new node a slot is migrating to) is not in it: undefined, and its own replica list counts.
+  routeAt: (address) => {
+    for (const shard of cluster.slots) {
+      if (shard?.master.address === address) return { address, replicas: shard.replicas?.length }
+    }
+    return undefined
+  },
   // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.
   // It runs in the background: the caller's own time limit must not wait for it (a command written
   // to a frozen node never answers, and node-redis's timeout only drops unwritten commands).

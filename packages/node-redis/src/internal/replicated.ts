@@ -64,6 +64,12 @@ export interface Topology {
    * slot that moved is then tried once more on its new master within the same call.
    */
   readonly reread?: ((key: string, timeoutMillis: number) => Effect.Effect<void>) | undefined
+  /**
+   * The route of the master at `address`, when the view knows it as one (Cluster: the node an `ASK`
+   * names, which takes the write and whose replicas must acknowledge it). Without it, or for a node
+   * the view does not know (an empty master a slot is migrating to), the master's own list counts.
+   */
+  readonly routeAt?: ((address: string) => Route | undefined) | undefined
   /** How releases wake waiters: `SPUBLISH` on Cluster (the message stays on the key's shard). */
   readonly publish: Scripts.Publish
   /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
@@ -305,7 +311,10 @@ const guardedWrite = <A>(
     }
     return Effect.catch(attempt(route, route.address, false), (error) => {
       const target = askTarget(error)
-      return target === undefined ? followMoved(error) : Effect.catch(attempt(route, target, true), refreshOn)
+      if (target === undefined) return followMoved(error)
+      // The script runs on the node the slot is migrating to: its replicas acknowledge the write.
+      const asked: Route = topology.routeAt?.(target) ?? { address: target, replicas: undefined }
+      return Effect.catch(attempt(asked, target, true), refreshOn)
     })
   })
 
