@@ -73,6 +73,30 @@ describe("classify", () => {
     }
   })
 
+  it("an error raised inside a script may follow the script's own writes: it may have executed", () => {
+    // Redis 7.0's and Valkey 8.0's wording for an error a command raised inside a running script.
+    const inside = classify(
+      "EVALSHA",
+      new SimpleError(
+        "WRONGTYPE Operation against a key holding the wrong kind of value script: e2667a3183a384cf6b76c649b110695eebbb1ef7, on @user_script:1."
+      )
+    )
+    assert.deepInclude(inside, { code: "WRONGTYPE", retryable: false, mayHaveExecuted: true })
+    // Refused before the script ran, or by its own error reply (which writes nothing first).
+    for (const reply of [
+      "WRONGTYPE Operation against a key holding the wrong kind of value",
+      "ERR fencing token is not a number"
+    ]) {
+      assert.isFalse(classify("EVALSHA", new SimpleError(reply)).mayHaveExecuted, reply)
+    }
+    // A replica refuses a script's first write: nothing was written.
+    const readonly = classify(
+      "EVALSHA",
+      new SimpleError("READONLY You can't write against a read only replica. script: e2667a31, on @user_script:1.")
+    )
+    assert.deepInclude(readonly, { retryable: true, mayHaveExecuted: false })
+  })
+
   it("connection failures are retryable and say whether the command may have run", () => {
     const offline = classify("EVALSHA", new ClientOfflineError())
     assert.deepInclude(offline, { kind: "connection", retryable: true, mayHaveExecuted: false })

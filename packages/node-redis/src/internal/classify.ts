@@ -56,6 +56,16 @@ const firstWord = (message: string): string => message.split(" ", 1)[0] ?? ""
  */
 const isWaitOnReplica = (message: string): boolean => /^ERR WAIT(AOF)? cannot be used with replica/i.test(message)
 
+/**
+ * An error a command raised inside a running script: Redis and Valkey append ` script: <sha1>, on
+ * @user_script:<line>.` to it. The script may have written before that command (a lock key set,
+ * then its fence key found to hold another type, or `OOM` for a grant after a release's `DEL`), so
+ * the call may have had effects. A temporary refusal inside a script (`READONLY` on a replica) comes
+ * from its first write, so nothing was written before it.
+ */
+const isErrorInsideScript = (message: string): boolean =>
+  / script: [0-9a-f]+, on @user_script:\d+\.?$/.test(message) && !isTemporaryReply(message)
+
 /** The first word of a server reply, e.g. `"NOPERM"` for `"NOPERM this user has..."`. */
 export const replyCode = firstWord
 
@@ -88,7 +98,7 @@ export const classify = (command: string, error: unknown): LockRedisError => {
         code: isWaitOnReplica(message) ? "NOT_MASTER" : firstWord(message),
         reply: message,
         retryable: isTemporaryReply(message),
-        mayHaveExecuted: false
+        mayHaveExecuted: isErrorInsideScript(message)
       },
       error
     )

@@ -8,7 +8,7 @@ import { assert, type Vitest } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import { KeyCodec, Lock } from "@sage/lock"
+import { KeyCodec, Lock, LockScripts } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
 import { eventually, forkUntilInside, now, redisKey, uniqueNamespace } from "./support.ts"
@@ -156,6 +156,20 @@ export const acquisition = (it: It): void => {
         assert.isFalse(error.retryable)
       }
       assert.isBelow((yield* now) - start, 1_000, "not retried until the budget ran out")
+    })
+  )
+
+  it.effect("4. a script that fails after its first write leaves nothing held (the fence key is of another type)", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace() })
+      const key = redisKey(lock.namespace, "fence-type")
+      // The acquire script sets the lock key, then finds the fence key (same hash tag) is a list.
+      yield* control.command(key, "LPUSH", LockScripts.fenceKey(key), "x")
+      const error = yield* Effect.void.pipe(lock.withLock("fence-type", { waitTimeout: "5 seconds" }), Effect.flip)
+      assert.strictEqual(error._tag, "LockRedisError")
+      if (error._tag === "LockRedisError") assert.strictEqual(error.code, "WRONGTYPE")
+      assert.isNull(yield* control.get(key), "the lock key the failed script wrote was released")
     })
   )
 
