@@ -9,7 +9,10 @@
  * **Details**
  * The operations behave as the Redis scripts do: acquire succeeds when the key is free, expired, or
  * already holds the caller's token; renew, transfer, release and check act only for the holder's
- * token.
+ * token. Lock clients that share one backend are served as processes sharing a server are: a
+ * waiting client registers in the key's line, a release wakes the longest-waiting one at once (no
+ * polling), and a free key is kept for it for a claim window, so a client with a steady backlog
+ * cannot starve another.
  * Expiry follows `Clock.currentTimeMillis`, the role a server's clock plays for Redis. Fencing tokens
  * follow the same rule as on a server, `max(last + 1, clock time in microseconds)`, and the last one
  * of each key is kept for `LockScripts.fenceRetentionMillis` after its last acquisition.
@@ -17,9 +20,12 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { type AcquireReply, type Backend, LockBackend, type TransferReply } from "./LockBackend.ts"
+import * as Option from "effect/Option"
+import { type AcquireReply, type Backend, LockBackend, type TransferReply, type Wakeups } from "./LockBackend.ts"
 import { fenceRetentionMillis } from "./LockScripts.ts"
 
 interface Entry {
@@ -33,6 +39,23 @@ interface Fence {
   readonly last: number
   readonly expiresAt: number
 }
+
+/** A waiting client's place in a key's line (the line is a `Map` in arrival order). */
+interface Registration {
+  /** When it lapses unless refreshed by another busy attempt (its client stopped waiting, or died). */
+  lapsesAt: number
+}
+
+/** Wake-ups of one waiter on one key: fibers waiting for one, or one sent while none waited. */
+interface Mailbox {
+  readonly waiting: Set<Deferred.Deferred<void>>
+  woken: boolean
+}
+
+/** How long the head of a line has to take a key a release woke it for (the servers' claim window). */
+const claimMillis = 500
+
+const mailboxKey = (key: string, waiterId: string): string => `${key}\u0000${waiterId}`
 
 /**
  * A fresh in-memory backend; each call has its own key space.
@@ -67,23 +90,109 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     }
     return entry
   }
+
+  // Each key's line of waiting clients, as the servers keep it: the first registration keeps its
+  // place, lapsed ones are dropped, and a free key belongs to the head.
+  const lines = new Map<string, Map<string, Registration>>()
+  const mailboxes = new Map<string, Mailbox>()
+  const headOf = (key: string, now: number): string | undefined => {
+    const line = lines.get(key)
+    if (line === undefined) return undefined
+    for (const [id, registration] of line) {
+      if (registration.lapsesAt > now) return id
+      line.delete(id)
+      mailboxes.delete(mailboxKey(key, id))
+    }
+    lines.delete(key)
+    return undefined
+  }
+  const withdraw = (key: string, waiterId: string): boolean => {
+    mailboxes.delete(mailboxKey(key, waiterId))
+    const line = lines.get(key)
+    if (line === undefined || !line.delete(waiterId)) return false
+    if (line.size === 0) lines.delete(key)
+    return true
+  }
+  const wake = (key: string, waiterId: string): void => {
+    const name = mailboxKey(key, waiterId)
+    const mailbox = mailboxes.get(name)
+    if (mailbox === undefined || mailbox.waiting.size === 0) {
+      mailboxes.set(name, { waiting: new Set(), woken: true })
+      return
+    }
+    for (const waiting of mailbox.waiting) Deferred.doneUnsafe(waiting, Exit.void)
+    mailbox.waiting.clear()
+  }
+  // The key is free: its head has the claim window to take it, and is told so.
+  const wakeHead = (key: string, now: number): void => {
+    const head = headOf(key, now)
+    if (head === undefined) return
+    const registration = lines.get(key)!.get(head)!
+    registration.lapsesAt = Math.min(registration.lapsesAt, now + claimMillis)
+    wake(key, head)
+  }
+
+  const wakeups: Wakeups = {
+    await: (key, waiterId, millis) =>
+      Effect.suspend(() => {
+        const name = mailboxKey(key, waiterId)
+        let mailbox = mailboxes.get(name)
+        if (mailbox?.woken === true) {
+          mailbox.woken = false
+          return Effect.succeed(true)
+        }
+        if (mailbox === undefined) {
+          mailbox = { waiting: new Set(), woken: false }
+          mailboxes.set(name, mailbox)
+        }
+        const waiting = Deferred.makeUnsafe<void>()
+        const box = mailbox
+        box.waiting.add(waiting)
+        return Deferred.await(waiting).pipe(
+          Effect.timeoutOption(millis),
+          Effect.map(Option.isSome),
+          Effect.ensuring(Effect.sync(() => box.waiting.delete(waiting)))
+        )
+      }),
+    leave: (key, waiterId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (withdraw(key, waiterId) && live(key, now) === undefined) wakeHead(key, now)
+      })
+  }
+
   return {
     description: "in-memory",
     ordered: true,
+    wakeups,
     acquire: (request) =>
       Effect.map(Clock.currentTimeMillis, (now): AcquireReply => {
-        const entry = live(request.key, now)
+        const { key } = request
+        const waiter = request.waiter?.id
+        const entry = live(key, now)
         if (entry !== undefined && entry.token === request.token) {
-          entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
+          entries.set(key, { ...entry, expiresAt: now + request.leaseMillis })
           return { _tag: "Acquired", fence: entry.fence }
         }
         if (entry === undefined) {
-          sweep(now)
-          const fence = issueFence(request.key, now)
-          entries.set(request.key, { token: request.token, expiresAt: now + request.leaseMillis, fence })
-          return { _tag: "Acquired", fence }
+          const head = headOf(key, now)
+          if (head === undefined || head === waiter) {
+            if (waiter !== undefined) withdraw(key, waiter)
+            sweep(now)
+            const fence = issueFence(key, now)
+            entries.set(key, { token: request.token, expiresAt: now + request.leaseMillis, fence })
+            return { _tag: "Acquired", fence }
+          }
         }
-        return { _tag: "Busy", remainingMillis: entry.expiresAt - now }
+        const remainingMillis = entry === undefined ? -2 : entry.expiresAt - now
+        if (request.waiter === undefined) return { _tag: "Busy", remainingMillis }
+        let line = lines.get(key)
+        if (line === undefined) lines.set(key, (line = new Map()))
+        const registration = line.get(request.waiter.id)
+        if (registration === undefined) line.set(request.waiter.id, { lapsesAt: now + request.waiter.ttlMillis })
+        else registration.lapsesAt = now + request.waiter.ttlMillis
+        const last = fences.get(key)
+        const fenceFloor = Math.max(last !== undefined && last.expiresAt > now ? last.last : 0, Math.floor(now) * 1000)
+        return { _tag: "Busy", remainingMillis, fenceFloor }
       }),
     renew: (request) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
@@ -97,19 +206,22 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         const entry = live(request.key, now)
         if (entry !== undefined && entry.token === request.successorToken) {
           entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
-          return { _tag: "Transferred", fence: entry.fence, othersWaiting: false }
+          return { _tag: "Transferred", fence: entry.fence, othersWaiting: headOf(request.key, now) !== undefined }
         }
         if (entry === undefined || entry.token !== request.token) return { _tag: "NotOwner" }
         sweep(now)
         const fence = issueFence(request.key, now)
         entries.set(request.key, { token: request.successorToken, expiresAt: now + request.leaseMillis, fence })
-        return { _tag: "Transferred", fence, othersWaiting: false }
+        // The client's own registration goes with the grant; others still waiting bound its streak.
+        if (request.waiter !== undefined) withdraw(request.key, request.waiter.id)
+        return { _tag: "Transferred", fence, othersWaiting: headOf(request.key, now) !== undefined }
       }),
     release: (request) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const entry = live(request.key, now)
         if (entry === undefined || entry.token !== request.token) return false
         entries.delete(request.key)
+        wakeHead(request.key, now)
         return true
       }),
     check: (request) => Effect.map(Clock.currentTimeMillis, (now) => live(request.key, now)?.token === request.token)

@@ -67,4 +67,61 @@ describe("MemoryBackend", () => {
       assert.strictEqual(error._tag, "TimedOut")
     }).pipe(Effect.provide(MemoryBackend.layer))
   )
+
+  it.effect("a release wakes a client waiting on the same backend at once, not after its backoff", () =>
+    Effect.gen(function* () {
+      // Two clients over one backend, as two processes over one server.
+      const holder = yield* Lock.make({ leaseDuration: "10 seconds" })
+      const waiter = yield* Lock.make({ leaseDuration: "10 seconds" })
+      const inside = yield* Deferred.make<void>()
+      const leave = yield* Deferred.make<void>()
+      const held = yield* Effect.forkChild(
+        Deferred.succeed(inside, undefined).pipe(
+          Effect.andThen(Deferred.await(leave)),
+          holder.withLock("k", { waitTimeout: "1 second" })
+        )
+      )
+      yield* Deferred.await(inside)
+      let enteredAt = -1
+      const waiting = yield* Effect.forkChild(
+        Effect.flatMap(
+          Effect.clockWith((clock) => clock.currentTimeMillis),
+          (now) => Effect.sync(() => (enteredAt = now))
+        ).pipe(waiter.withLock("k", { waitTimeout: "30 seconds" }))
+      )
+      // The waiter's first attempt finds the key held and registers; its backoff is then at its cap.
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(enteredAt, -1, "still waiting while the key is held")
+      yield* Deferred.succeed(leave, undefined)
+      yield* Fiber.join(held)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(enteredAt, 5_000, "entered as the key was released, with no clock time passing")
+      yield* Fiber.join(waiting)
+    }).pipe(Effect.provide(MemoryBackend.layer))
+  )
+
+  it.effect("a client with a steady backlog on a key cannot starve another client of it", () =>
+    Effect.gen(function* () {
+      const busy = yield* Lock.make({ leaseDuration: "10 seconds" })
+      const other = yield* Lock.make({ leaseDuration: "10 seconds" })
+      const counts = [0, 0, 0, 0, 0]
+      // Each loop takes the key, holds it for 1 ms and asks again at once; four share one client.
+      const loop = (lock: Lock.LockClient<string>, i: number) =>
+        Effect.forkChild(
+          Effect.forever(
+            Effect.sleep("1 millis").pipe(
+              Effect.andThen(Effect.sync(() => counts[i]!++)),
+              lock.withLock("k", { waitTimeout: "30 seconds" })
+            )
+          )
+        )
+      const fibers = [yield* loop(busy, 0), yield* loop(busy, 1), yield* loop(busy, 2), yield* loop(busy, 3)]
+      fibers.push(yield* loop(other, 4))
+      for (let elapsed = 0; elapsed < 2_000; elapsed++) yield* TestClock.adjust("1 millis")
+      yield* Fiber.interruptAll(fibers)
+      const mean = counts.reduce((a, b) => a + b, 0) / counts.length
+      assert.isAbove(mean, 50, `the loops ran: ${counts.join(", ")}`)
+      assert.isAtLeast(Math.min(...counts), 0.5 * mean, `least served against the mean: ${counts.join(", ")}`)
+    }).pipe(Effect.provide(MemoryBackend.layer))
+  )
 })
