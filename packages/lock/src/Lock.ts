@@ -124,7 +124,10 @@ export interface LockClient<K> {
   /**
    * Runs the body only if the lock is free right now: `Option.none()` when busy (body not run),
    * `Option.some(result)` after the body ran and the lock was released. Temporary failures are
-   * retried for about one second (bounded by the usable lease), then `TimedOut`.
+   * retried for about one second (bounded by the usable lease), then `TimedOut`. While another
+   * fiber of the same client holds or waits for the key, the answer is `Option.none()` at once, or
+   * `TimedOut` (`reason: "unavailable"`, `attempts: 0`) when that fiber's attempts are failing
+   * because the server does not answer: an outage is never reported as busy.
    */
   readonly tryWithLock: (
     key: K
@@ -295,8 +298,28 @@ export const make: <K = string>(
                 busyOutcome,
                 restore
               ),
-            // Another fiber of this client holds or waits for the key: busy, counted as such.
+            // Another fiber of this client holds or waits for the key: busy, counted as such;
+            // unless that fiber's attempts are failing for want of a server, which is no "busy".
             Effect.suspend(() => {
+              const unavailable = shared.queue.unavailable(redisKey.success)
+              if (unavailable !== undefined) {
+                annotate(trace, {
+                  "lock.outcome": "timed_out",
+                  "lock.timed_out.reason": "unavailable",
+                  "lock.busy.in_process": true
+                })
+                return Effect.andThen(
+                  shared.metrics.timedOutInProcess,
+                  new TimedOut({
+                    key: redisKey.success,
+                    namespace: settings.namespace,
+                    waitedMillis: 0,
+                    attempts: 0,
+                    reason: "unavailable",
+                    lastError: unavailable
+                  })
+                )
+              }
               annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
               return Effect.as(shared.metrics.busyInProcess, Option.none())
             })

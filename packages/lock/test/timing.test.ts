@@ -3,6 +3,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import { TestClock } from "effect/testing"
 import * as Lock from "../src/Lock.ts"
 import { LockRedisError } from "../src/LockError.ts"
@@ -287,6 +288,50 @@ const releaseRetriedAt = (failsAtMillis: number) =>
     }
     return { result: yield* Fiber.join(fiber), calls }
   })
+
+describe("tryWithLock behind another fiber of its client", () => {
+  it.effect("an outage that fiber is retrying is TimedOut (unavailable) at once, not busy", () =>
+    Effect.gen(function* () {
+      const down = scripted({ acquire: () => Effect.fail(temporary("OFFLINE")) })
+      const lock = yield* Lock.make().pipe(Effect.provide(down.layer))
+      const waiting = yield* Effect.forkChild(
+        Effect.flip(lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void))
+      )
+      yield* TestClock.adjust("1 millis")
+      assert.isAtLeast(down.calls.acquire.length, 1, "the waiting fiber's first attempt failed")
+      const error = yield* Effect.flip(lock.tryWithLock("k")(Effect.void))
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") {
+        assert.strictEqual(error.reason, "unavailable")
+        assert.strictEqual(error.attempts, 0)
+        assert.isTrue(error.lastError instanceof LockRedisError && error.lastError.code === "OFFLINE", "its last error")
+      }
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual((yield* Fiber.join(waiting))._tag, "TimedOut")
+    })
+  )
+
+  it.effect("a busy lock that fiber waits for is busy, and so is one it holds", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      // Busy twice, then free: the waiting fiber gets it and holds it until released.
+      const fake = scripted({
+        acquire: () => (++calls <= 2 ? busy : Effect.succeed({ _tag: "Acquired" as const, fence: 1 }))
+      })
+      const lock = yield* Lock.make().pipe(Effect.provide(fake.layer))
+      const waiting = yield* Effect.forkChild(
+        Effect.sleep("10 seconds").pipe(lock.withLock("k", { waitTimeout: "30 seconds" }))
+      )
+      yield* TestClock.adjust("1 millis")
+      assert.isTrue(Option.isNone(yield* lock.tryWithLock("k")(Effect.void)), "busy while the fiber waits")
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(calls, 3, "the waiting fiber holds the lock now")
+      assert.isTrue(Option.isNone(yield* lock.tryWithLock("k")(Effect.void)), "busy while the fiber holds it")
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(waiting)
+    })
+  )
+})
 
 describe("release", () => {
   it.effect("retries temporary failures within one second in all, then gives up and returns the result", () =>

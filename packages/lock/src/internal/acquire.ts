@@ -65,6 +65,12 @@ export interface AcquireParams {
   readonly waiterId?: string | undefined
   /** Whether another fiber of the client waits for this key (it inherits the server registration). */
   readonly hasSuccessor: () => boolean
+  /**
+   * Told the failure its attempts keep retrying while the server does not answer, and `undefined`
+   * once it answers or the acquisition ends (for `tryWithLock` calls of the same client, which must
+   * not read an outage as "busy").
+   */
+  readonly unavailable?: ((key: string, error: LockRedisError | undefined) => void) | undefined
   /** The call's span, when traced: attempts and waits are recorded on it. */
   readonly trace?: CallTrace | undefined
   /** The clock of the calling fiber, read directly on the hot path (an Effect step per read costs). */
@@ -108,6 +114,14 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
       ? undefined
       : { id: params.waiterId!, ttlMillis: registrationMillis((policy = waitPolicy(settings))) }
   let registered = false
+  // Whether `params.unavailable` was last told of a failure (so the hot path tells it nothing).
+  let reportedUnavailable = false
+  const available = (): void => {
+    if (reportedUnavailable) {
+      reportedUnavailable = false
+      params.unavailable?.(key, undefined)
+    }
+  }
   // The send time of the last busy attempt that registered the waiter, and the highest fence
   // issued before it ran: a grant is relied on only if it is newer than both.
   let busySentAt = 0
@@ -194,10 +208,15 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
         if (!(lastBusy && error.kind === "timeout")) {
           lastError = moreInformative(lastError, error)
           lastBusy = false
+          if (params.unavailable !== undefined) {
+            reportedUnavailable = true
+            params.unavailable(key, lastError)
+          }
         }
         return retryAfter()
       },
       onSuccess: (reply) => {
+        available()
         if (params.trace !== undefined) event(params.trace, "lock.attempt", attemptAttributes(attempts, reply))
         if (reply._tag === "Acquired") {
           // The grant arrived after the usable lease was spent: another process may already be
@@ -227,6 +246,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
   )
 
   return Effect.onExit(attemptAt(monotonicMillis(clock)), (exit) => {
+    available()
     params.settled?.(exit, monotonicMillis(clock))
     if (params.trace !== undefined) annotate(params.trace, outcomeAttributes(exit))
     return cleanup(exit)

@@ -14,6 +14,7 @@
 // and `tryWithLock` never waits for it. The uncontended path allocates one small record and touches
 // one `Map`: no semaphore, no fiber.
 import * as Effect from "effect/Effect"
+import type { LockRedisError } from "../LockError.ts"
 
 interface Waiter<G extends Grant> {
   /** Set when the turn was handed to this waiter; it then owns the turn and must pass it on. */
@@ -29,6 +30,8 @@ interface Turn<G extends Grant> {
   readonly waiters: Array<Waiter<G>>
   /** How many times in a row the turn went on with a grant while other clients waited. */
   streak: number
+  /** What the turn-holder's acquisition is retrying, while its attempts fail without a reply. */
+  unavailable: LockRedisError | undefined
 }
 
 /**
@@ -74,6 +77,13 @@ export interface LocalQueue<G extends Grant> {
   readonly streak: (key: string) => number
   /** Records that streak (kept while any fiber of the client holds or waits for the key). */
   readonly setStreak: (key: string, streak: number) => void
+  /**
+   * The failure the fiber whose turn it is keeps retrying, while its acquisition's attempts fail
+   * without the server answering (undefined once a reply came, or the turn passed on).
+   */
+  readonly unavailable: (key: string) => LockRedisError | undefined
+  /** Records that failure, or its end (`undefined`), for the fiber whose turn it is. */
+  readonly setUnavailable: (key: string, error: LockRedisError | undefined) => void
 }
 
 /**
@@ -93,6 +103,7 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
     }
     next.handed = true
     next.grant = grant
+    turn.unavailable = undefined
     const resume = next.resume
     next.resume = undefined
     resume?.(Effect.void)
@@ -147,7 +158,7 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
         const turn = turns.get(key)
         if (turn === undefined) {
           // The key's turn is free: taken now, and passed on when `f` ends, however it ends.
-          const mine: Turn<G> = { waiters: [], streak: 0 }
+          const mine: Turn<G> = { waiters: [], streak: 0, unavailable: undefined }
           turns.set(key, mine)
           const passTurn = passOnce(key, mine)
           return Effect.onExit(f(false, passTurn, undefined, restore), () => {
@@ -176,6 +187,11 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
     setStreak: (key, streak) => {
       const turn = turns.get(key)
       if (turn !== undefined) turn.streak = streak
+    },
+    unavailable: (key) => turns.get(key)?.unavailable,
+    setUnavailable: (key, error) => {
+      const turn = turns.get(key)
+      if (turn !== undefined) turn.unavailable = error
     }
   }
 }

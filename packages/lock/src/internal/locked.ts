@@ -144,6 +144,7 @@ export const runLocked = <A, E, R, B>(
       uncertain: grant !== undefined,
       waiterId: client.waiterId,
       hasSuccessor: () => client.queue.hasWaiters(key),
+      unavailable: client.queue.setUnavailable,
       trace: call.trace,
       clock: call.clock,
       settled: (exit, end) => {

@@ -26,7 +26,10 @@ export interface ClientMetrics {
   readonly run: (context: Ctx, exit: Exit.Exit<unknown, unknown>) => void
   /** A `tryWithLock` that found another fiber of its client holding or waiting for the key. */
   readonly busyInProcess: Effect.Effect<void>
-  /** A `withLock` that timed out waiting behind another fiber of its client (no server attempt). */
+  /**
+   * A `withLock` that timed out waiting behind another fiber of its client, or a `tryWithLock` that
+   * found that fiber retrying an unreachable server (no server attempt either way).
+   */
   readonly timedOutInProcess: Effect.Effect<void>
 }
 
