@@ -34,7 +34,7 @@ import type * as Scope from "effect/Scope"
 import * as KeyCodec from "./KeyCodec.ts"
 import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
-import { type InvalidArgument, type LockError, TimedOut } from "./LockError.ts"
+import { type InvalidArgument, type LockError, type LockRedisError, TimedOut } from "./LockError.ts"
 import { grantingWaiterPrefix } from "./LockScripts.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
 import * as Transfer from "./internal/transfer.ts"
@@ -209,9 +209,12 @@ export const make: <K = string>(
     // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
     waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${Locked.newToken()}` : Locked.newToken()
   }
-  const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined) =>
+  // Gave up behind another fiber of this client without a server attempt: its turn never came
+  // (busy), or (`lastError`) that fiber's attempts are failing for want of a server (unavailable).
+  const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined, lastError?: LockRedisError) =>
     Effect.flatMap(nowMillis, (now) => {
-      annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": "busy", "lock.busy.in_process": true })
+      const reason = lastError === undefined ? "busy" : "unavailable"
+      annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": reason, "lock.busy.in_process": true })
       return Effect.andThen(
         shared.metrics.timedOutInProcess,
         new TimedOut({
@@ -219,7 +222,8 @@ export const make: <K = string>(
           namespace: settings.namespace,
           waitedMillis: Math.round(now - startedAt),
           attempts: 0,
-          reason: "busy"
+          reason,
+          ...(lastError === undefined ? {} : { lastError })
         })
       )
     })
@@ -302,24 +306,7 @@ export const make: <K = string>(
             // unless that fiber's attempts are failing for want of a server, which is no "busy".
             Effect.suspend(() => {
               const unavailable = shared.queue.unavailable(redisKey.success)
-              if (unavailable !== undefined) {
-                annotate(trace, {
-                  "lock.outcome": "timed_out",
-                  "lock.timed_out.reason": "unavailable",
-                  "lock.busy.in_process": true
-                })
-                return Effect.andThen(
-                  shared.metrics.timedOutInProcess,
-                  new TimedOut({
-                    key: redisKey.success,
-                    namespace: settings.namespace,
-                    waitedMillis: 0,
-                    attempts: 0,
-                    reason: "unavailable",
-                    lastError: unavailable
-                  })
-                )
-              }
+              if (unavailable !== undefined) return timedOutBehind(redisKey.success, startedAt, trace, unavailable)
               annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
               return Effect.as(shared.metrics.busyInProcess, Option.none())
             })

@@ -66,10 +66,13 @@ const mailboxKey = (key: string, waiterId: string): string => `${key}\u0000${wai
 export const make: Effect.Effect<Backend> = Effect.sync(() => {
   const entries = new Map<string, Entry>()
   const fences = new Map<string, Fence>()
-  const issueFence = (key: string, now: number): number => {
+  // The last fencing token issued for `key`, while its record is kept (0 after that).
+  const lastFence = (key: string, now: number): number => {
     const previous = fences.get(key)
-    const last = previous !== undefined && previous.expiresAt > now ? previous.last : 0
-    const fence = Math.max(last + 1, Math.floor(now) * 1000)
+    return previous !== undefined && previous.expiresAt > now ? previous.last : 0
+  }
+  const issueFence = (key: string, now: number): number => {
+    const fence = Math.max(lastFence(key, now) + 1, Math.floor(now) * 1000)
     // Re-inserted, so the map stays in order of expiry (one retention for all) and `sweep` stops
     // at the first live record.
     fences.delete(key)
@@ -190,9 +193,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         const registration = line.get(request.waiter.id)
         if (registration === undefined) line.set(request.waiter.id, { lapsesAt: now + request.waiter.ttlMillis })
         else registration.lapsesAt = now + request.waiter.ttlMillis
-        const last = fences.get(key)
-        const fenceFloor = Math.max(last !== undefined && last.expiresAt > now ? last.last : 0, Math.floor(now) * 1000)
-        return { _tag: "Busy", remainingMillis, fenceFloor }
+        return { _tag: "Busy", remainingMillis, fenceFloor: Math.max(lastFence(key, now), Math.floor(now) * 1000) }
       }),
     renew: (request) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
