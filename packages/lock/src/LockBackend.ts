@@ -48,6 +48,17 @@ export interface LeaseRequest {
    * that a release wakes the longest-waiting one and a free lock is granted to it first.
    */
   readonly waiter?: { readonly id: string; readonly ttlMillis: number } | undefined
+  /**
+   * Release only: the fencing token the lease was granted with, set when the lock retries a release
+   * whose earlier attempt may have run (its reply was lost). A key that is gone while no grant has
+   * issued a fencing token for it since this one was deleted by that attempt, or expired with
+   * nobody taking it: either way nobody else held the lock, and the release answers `true`. A
+   * backend that ignores the field answers `false` there, and the lock reports a loss it cannot
+   * rule out.
+   *
+   * @since 0.6.0
+   */
+  readonly fence?: number | undefined
 }
 
 /**

@@ -215,7 +215,12 @@ return 0
  *   publish command, `PUBLISH` (standalone, Sentinel) or `SPUBLISH` (Cluster: the message stays on
  *   the key's shard, which the channel's hash tag shares). ARGV[4]: how long the head waiter has to
  *   claim the lock, in milliseconds.
- * - Reply 1: released. Reply 0: the key was gone or held another token (nobody is woken).
+ * - ARGV[5], optional: the fencing token the lease was granted with, sent only when retrying a
+ *   release whose earlier attempt may have run. Then a key that is gone while the fence key still
+ *   holds that token (no grant since: nobody else can have held the lock) answers 2.
+ * - Reply 1: released. Reply 2: already gone, with no grant since `ARGV[5]`'s (nobody is woken: the
+ *   release that deleted it did that). Reply 0: the key was gone or held another token (nobody is
+ *   woken).
  * - Only the head of the queue is told: one release sends one waiter on. A head whose id begins with
  *   `grantingWaiterPrefix` is handed the lock: the key holds `grantToken(head, fence)` for the claim
  *   window (a new fence is issued, as an acquisition would) and the message, on the head's own
@@ -227,7 +232,11 @@ return 0
  * @category scripting
  * @since 0.1.0
  */
-export const release = `${queueHelpers}if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+export const release = `${queueHelpers}local current = redis.call("GET", KEYS[1])
+if current ~= ARGV[1] then
+  if current == false and ARGV[5] and tonumber(redis.call("GET", KEYS[4]) or "") == tonumber(ARGV[5]) then
+    return 2
+  end
   return 0
 end
 redis.call("DEL", KEYS[1])

@@ -220,7 +220,9 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     release: (request) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const entry = live(request.key, now)
-        if (entry === undefined || entry.token !== request.token) return false
+        // A retry of a release that may have run: gone, with no grant since the caller's.
+        if (entry === undefined) return request.fence !== undefined && lastFence(request.key, now) === request.fence
+        if (entry.token !== request.token) return false
         entries.delete(request.key)
         wakeHead(request.key, now)
         return true

@@ -8,8 +8,52 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import { TestClock } from "effect/testing"
 import * as Lock from "../src/Lock.ts"
-import { LockBackend } from "../src/LockBackend.ts"
+import { type Backend, type LeaseRequest, LockBackend } from "../src/LockBackend.ts"
+import { LockRedisError } from "../src/LockError.ts"
 import * as MemoryBackend from "../src/MemoryBackend.ts"
+
+const lostReply = new LockRedisError({
+  command: "EVALSHA",
+  kind: "timeout",
+  code: "TIMEOUT",
+  reply: "no reply within the limit",
+  retryable: true,
+  mayHaveExecuted: true
+})
+const neverSent = new LockRedisError({
+  command: "EVALSHA",
+  kind: "connection",
+  code: "OFFLINE",
+  reply: "the connection is down",
+  retryable: true,
+  mayHaveExecuted: false
+})
+// The first release runs on the in-memory backend, then `between`, then it fails with `error`.
+const firstReleaseFails = (
+  error: LockRedisError,
+  between: (memory: Backend, key: string) => Effect.Effect<void, LockRedisError> = () => Effect.void
+) =>
+  Effect.gen(function* () {
+    const memory = yield* MemoryBackend.make
+    const releases: Array<LeaseRequest> = []
+    const backend: Backend = {
+      ...memory,
+      release: (request) =>
+        Effect.suspend(() => {
+          releases.push(request)
+          if (releases.length > 1) return memory.release(request)
+          return memory
+            .release(request)
+            .pipe(Effect.andThen(between(memory, request.key)), Effect.andThen(Effect.fail(error)))
+        })
+    }
+    const lock = yield* Lock.make().pipe(Effect.provideService(LockBackend, backend))
+    const fiber = yield* Effect.forkChild(
+      Effect.result(lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("value")))
+    )
+    yield* TestClock.adjust("1 second")
+    return { result: yield* Fiber.join(fiber), releases }
+  })
 
 describe("MemoryBackend", () => {
   it.effect("excludes, renews past the lease, and hands over on release", () =>
@@ -124,4 +168,38 @@ describe("MemoryBackend", () => {
       assert.isAtLeast(Math.min(...counts), 0.5 * mean, `least served against the mean: ${counts.join(", ")}`)
     }).pipe(Effect.provide(MemoryBackend.layer))
   )
+
+  describe("a release retried after its first attempt ran and its reply was lost", () => {
+    it.effect("with no grant since, the retry confirms the release: the body's value", () =>
+      Effect.gen(function* () {
+        const { releases, result } = yield* firstReleaseFails(lostReply)
+        assert.strictEqual(releases.length, 2)
+        assert.isUndefined(releases[0]!.fence, "a first attempt carries no fence")
+        assert.isNumber(releases[1]!.fence, "the retry carries the lease's fence")
+        assert.isTrue(result._tag === "Success" && result.success === "value", "the body's value, not LockLost")
+      })
+    )
+
+    it.effect("after another client's grant, a key found gone is still LockLost", () =>
+      Effect.gen(function* () {
+        const { releases, result } = yield* firstReleaseFails(lostReply, (memory, key) => {
+          const theirs = { key, token: "theirs", leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false }
+          return Effect.andThen(memory.acquire(theirs), memory.release(theirs))
+        })
+        assert.isNumber(releases[1]!.fence)
+        assert.isTrue(
+          result._tag === "Failure" && result.failure._tag === "LockLost" && result.failure.phase === "release"
+        )
+      })
+    )
+
+    it.effect("a first attempt that cannot have run gives the retry no fence: a key found gone is LockLost", () =>
+      Effect.gen(function* () {
+        const { releases, result } = yield* firstReleaseFails(neverSent)
+        assert.strictEqual(releases.length, 2)
+        assert.isUndefined(releases[1]!.fence)
+        assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost")
+      })
+    )
+  })
 })

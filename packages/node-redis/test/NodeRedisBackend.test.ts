@@ -45,9 +45,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             // 0.5.0: release and leave hand the lock to a head waiter whose id opts in (they now
             // declare the fence key), acquire takes a grant made to its waiter and reports the fence
             // floor. Older clients never opt in, so they are woken as before and share a namespace.
+            // 0.6.0: release takes an optional ARGV[5], the fence a retry after a lost reply sends;
+            // without it, it behaves as before, so older clients share a namespace with it.
             "14715bb396ec2e047485a714b9645c5ef434a665",
             "df08c2eb6936eac8735f349b742325f1be674684",
-            "0ed9fc3ae7f8e3e1ee50343e6b614037cfc24249",
+            "d2f20f412745384e70effefefe0726517cead86a",
             "ec8b008ffede76e4ecab6a82f01e0a927c7b323e",
             "9c346623336aaccfd9b5fccb377fdf9e7628878f",
             "2e9977215eab7d665613bdd77c3ff02e59c0f004",

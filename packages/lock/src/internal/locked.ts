@@ -122,6 +122,8 @@ export const runLocked = <A, E, R, B>(
   const token = grant === undefined ? newToken() : grant.token
   // The token the lock is held with: the call's own, or the one a release granted it under.
   let heldToken = token
+  // The fencing token the lock is held with, once held: a retried release's evidence (release.ts).
+  let heldFence: number | undefined
   // When the lock was acquired (monotonic ms), recorded in the metrics once the body has started.
   let acquiredAt = 0
   // The lease the acquisition got, once it has got one.
@@ -165,6 +167,7 @@ export const runLocked = <A, E, R, B>(
 
   const hold = (held: HeldLease): Effect.Effect<B, E | LockError, Exclude<R, Lease>> => {
     heldToken = held.token
+    heldFence = held.fence
     const lease = new LeaseHandle(key, settings.namespace, held.fence, heldToken, backend, client.renewals)
     let fiber: Fiber.Fiber<A, E> | undefined
     const renewal = Renewals.lease(settings, held, call.trace, (error) => {
@@ -271,7 +274,7 @@ export const runLocked = <A, E, R, B>(
     after: (released: ReleaseOutcome) => Effect.Effect<B, E | LockError>
   ): Effect.Effect<B, E | LockError> => {
     const passTurn = call.passTurn
-    if (passTurn === undefined) return releaseNow(backend, request, call.clock, after)
+    if (passTurn === undefined) return releaseNow(backend, request, heldFence, call.clock, after)
     const transfer = backend.transfer
     if (transfer !== undefined && Transfer.mayTransfer(client.queue, key)) {
       return Effect.flatMap(
@@ -291,7 +294,7 @@ export const runLocked = <A, E, R, B>(
     }
     client.queue.setStreak(key, 0)
     if (backend.ordered === true && client.queue.hasWaiters(key)) queueMicrotask(passTurn)
-    return releaseNow(backend, request, call.clock, after)
+    return releaseNow(backend, request, heldFence, call.clock, after)
   }
 
   // A transfer that is known to have happened in time is held at once; otherwise (its outcome
@@ -314,7 +317,7 @@ export const runLocked = <A, E, R, B>(
       if (acquired === undefined) return Effect.failCause(cause)
       heldToken = acquired.token
       return Effect.andThen(
-        releaseBounded(backend, request, "an acquisition interrupted as it succeeded"),
+        releaseBounded(backend, request, "an acquisition interrupted as it succeeded", undefined, acquired.fence),
         Effect.failCause(cause)
       )
     }

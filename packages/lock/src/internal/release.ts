@@ -41,7 +41,8 @@ export interface Failed {
  * paths, and its bound keeps it short.
  */
 export const withinReleaseBound = <A, B>(
-  operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
+  /** One attempt; `retryAfterRun` when an earlier attempt may have run (its reply was lost). */
+  operation: (timeoutMillis: number, retryAfterRun: boolean) => Effect.Effect<A, LockRedisError>,
   /** Told the reply, when the bound started and when the attempt that got the reply was sent. */
   done: (value: A, startedAt: number, sentAt: number) => B,
   /** The end of the bound (monotonic ms), when it started earlier: one step of a longer release. */
@@ -65,7 +66,7 @@ export const withinReleaseBound = <A, B>(
  * release, every call), in fewer Effect steps.
  */
 const boundedFromNow = <A, B, C, E>(
-  operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
+  operation: (timeoutMillis: number, retryAfterRun: boolean) => Effect.Effect<A, LockRedisError>,
   done: (value: A, startedAt: number, sentAt: number) => B,
   clock: Clock.Clock,
   then: (outcome: B | Failed) => Effect.Effect<C, E>,
@@ -74,13 +75,15 @@ const boundedFromNow = <A, B, C, E>(
   const start = monotonicMillis(clock)
   const deadline = givenDeadline ?? start + releaseTimeoutMillis
   let lastError: LockRedisError | undefined
+  let mayHaveRun = false
   const attempt = (n: number, now: number): Effect.Effect<C, E> => {
     const remaining = deadline - now
     if (remaining <= 0) return then({ _tag: "Failed", error: lastError })
-    return Effect.matchEffect(operation(remaining), {
+    return Effect.matchEffect(operation(remaining, mayHaveRun), {
       onSuccess: (value) => then(done(value, start, now)),
       onFailure: (error) => {
         lastError = error
+        if (error.mayHaveExecuted) mayHaveRun = true
         if (!error.retryable) return then({ _tag: "Failed", error })
         return Effect.flatMap(nextDelay(retryPolicy, n, deadline - monotonicMillis(clock)), (delay) =>
           Effect.andThen(
@@ -94,17 +97,28 @@ const boundedFromNow = <A, B, C, E>(
   return attempt(0, start)
 }
 
+/**
+ * One release attempt. A retry after an attempt that may have run carries the lease's fencing
+ * token, when known: a key gone with no grant since then was released by that attempt (see
+ * `LeaseRequest.fence`), not lost.
+ */
+const releaseAttempt =
+  (backend: Backend, request: (timeoutMillis: number) => LeaseRequest, fence: number | undefined) =>
+  (timeoutMillis: number, retryAfterRun: boolean): Effect.Effect<boolean, LockRedisError> =>
+    backend.release(
+      retryAfterRun && fence !== undefined
+        ? { ...request(timeoutMillis), acknowledge: false, fence }
+        : { ...request(timeoutMillis), acknowledge: false }
+    )
+
 /** Compare-and-delete within one second in all (see `withinReleaseBound`). */
 export const release = (
   backend: Backend,
   request: (timeoutMillis: number) => LeaseRequest,
-  deadline?: number
-): Effect.Effect<ReleaseOutcome> =>
-  withinReleaseBound(
-    (timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }),
-    outcomeOf,
-    deadline
-  )
+  deadline?: number,
+  /** The lease's fencing token, for a retry after an attempt that may have run. */
+  fence?: number
+): Effect.Effect<ReleaseOutcome> => withinReleaseBound(releaseAttempt(backend, request, fence), outcomeOf, deadline)
 
 /**
  * `release` continuing with `then`, starting when this is called: for a caller that is
@@ -114,15 +128,12 @@ export const release = (
 export const releaseNow = <C, E>(
   backend: Backend,
   request: (timeoutMillis: number) => LeaseRequest,
+  /** The lease's fencing token (see `release`). */
+  fence: number | undefined,
   clock: Clock.Clock,
   then: (outcome: ReleaseOutcome) => Effect.Effect<C, E>
 ): Effect.Effect<C, E> =>
-  boundedFromNow<boolean, ReleaseOutcome, C, E>(
-    (timeoutMillis) => backend.release({ ...request(timeoutMillis), acknowledge: false }),
-    outcomeOf,
-    clock,
-    then
-  )
+  boundedFromNow<boolean, ReleaseOutcome, C, E>(releaseAttempt(backend, request, fence), outcomeOf, clock, then)
 
 const outcomeOf = (ok: boolean, startedAt: number, sentAt: number): ReleaseOutcome =>
   ok ? released : notOwner(startedAt, sentAt)
@@ -133,9 +144,11 @@ export const releaseBounded = (
   request: (timeoutMillis: number) => LeaseRequest,
   context: string,
   /** See `withinReleaseBound`. */
-  deadline?: number
+  deadline?: number,
+  /** See `release`. */
+  fence?: number
 ): Effect.Effect<void> =>
-  Effect.flatMap(release(backend, request, deadline), (outcome) =>
+  Effect.flatMap(release(backend, request, deadline, fence), (outcome) =>
     outcome._tag === "Failed"
       ? Effect.logDebug(`lock release after ${context} failed; the lease will free the key`, outcome.error)
       : Effect.void

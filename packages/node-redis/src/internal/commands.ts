@@ -224,8 +224,11 @@ export const scriptsOver = (send: Send): ScriptCall =>
   ((script, keys, args, timeoutMillis, parse) =>
     Effect.flatMap(runScript(send, script, keys, args, timeoutMillis), (reply) => Effect.fromResult(parse(reply))))
 
-/** A script's reply that is `1` for yes. */
-export const isOne: Parse<boolean> = (reply) => Result.succeed(reply === 1)
+/**
+ * The release script's reply: `1` released, `2` already released by an earlier attempt of the same
+ * release (only when the request carried its `fence`), `0` not ours.
+ */
+export const isReleased: Parse<boolean> = (reply) => Result.succeed(reply === 1 || reply === 2)
 
 export const unexpected = (command: string, reply: unknown): LockRedisError =>
   new LockRedisError({

@@ -439,7 +439,7 @@ const backendOver = (
           { ...request, acknowledge: false },
           Scripts.release,
           Scripts.releaseCall(request, topology.publish),
-          (reply) => Result.succeed([reply === 1, "no-write"] as const),
+          (reply) => Result.succeed([reply === 1 || reply === 2, "no-write"] as const),
           () => Effect.succeed(false)
         )
         // A node that took this token's write outside the view is cleaned too; only the master's reply counts.

@@ -57,7 +57,9 @@ export const releaseCall = (
   publish: Publish
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
   LockScripts.acquireKeysOf(request.key),
-  [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
+  request.fence === undefined
+    ? [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
+    : [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis), String(request.fence)]
 ]
 
 /** `KEYS` and `ARGV` of the transfer script for a request. */

@@ -11,7 +11,7 @@ import { createClient, type RedisClientOptions } from "redis"
 import { classify } from "./classify.ts"
 import {
   type CommandClient,
-  isOne,
+  isReleased,
   parseTransfer,
   readAcquire,
   runScript,
@@ -290,7 +290,7 @@ export const backendOver = (options: {
           Scripts.release,
           ...Scripts.releaseCall(request, "PUBLISH"),
           request.timeoutMillis,
-          isOne
+          isReleased
         ),
       check: (request) =>
         Effect.map(

@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { Lease, Lock } from "@sage/lock"
-import type { LockBackend } from "@sage/lock/LockBackend"
+import { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
 import { forkUntilInside, overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
 
@@ -168,6 +168,28 @@ export const holding = (it: It): void => {
         assert.isTrue(error.bodyCompleted, "the error says the body did run")
       }
       assert.strictEqual(yield* control.get(key), "new-owner")
+    })
+  )
+
+  it.effect("6. a release retried after its reply was lost counts as done only while no grant followed it", () =>
+    Effect.gen(function* () {
+      const backend = yield* LockBackend
+      const key = redisKey(uniqueNamespace(), "retried-release")
+      const mine = { key, token: "mine", leaseMillis: 10_000, timeoutMillis: 2_000, acknowledge: false }
+      const granted = yield* backend.acquire(mine)
+      assert.strictEqual(granted._tag, "Acquired")
+      if (granted._tag !== "Acquired") return
+      // The first attempt ran and its reply was lost: a retry without the fence cannot tell a loss.
+      assert.isTrue(yield* backend.release(mine))
+      assert.isFalse(yield* backend.release(mine), "a plain retry finds the key gone")
+      assert.isTrue(yield* backend.release({ ...mine, fence: granted.fence }), "no grant since the lease's")
+      assert.isFalse(yield* backend.release({ ...mine, fence: granted.fence - 1 }), "not the key's last fence")
+      // Another client takes the key and frees it: from then on a gone key proves nothing.
+      const theirs = { ...mine, token: "theirs" }
+      assert.strictEqual((yield* backend.acquire(theirs))._tag, "Acquired")
+      assert.isFalse(yield* backend.release({ ...mine, fence: granted.fence }), "held by another")
+      assert.isTrue(yield* backend.release(theirs))
+      assert.isFalse(yield* backend.release({ ...mine, fence: granted.fence }), "a grant followed the lease's")
     })
   )
 
