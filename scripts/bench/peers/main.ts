@@ -1,5 +1,6 @@
 // The peers benchmark: the same workloads on @sage/lock, redlock 5, @sesamecare-oss/redlock,
-// redis-semaphore's Mutex and a hand-written node-redis baseline, against one throwaway loopback Redis 7
+// redis-semaphore's Mutex, a hand-written node-redis baseline and that baseline with @sage/lock's
+// scripts (the protocol's floor), against one throwaway loopback Redis 7
 // that the test kit starts and kills. Each library runs in worker processes of its own; the libraries
 // take turns in a rotated order over several rounds, and every figure is reported as the median of
 // per-round ratios against the baseline. Progress goes to stderr, the Markdown report to stdout.
@@ -22,8 +23,8 @@ class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly mes
 
 const usage = `usage: node bench/peers/main.ts [--quick]
   Starts one loopback redis-server, runs the peers workloads on @sage/lock, redlock 5,
-  @sesamecare-oss/redlock, redis-semaphore and a node-redis baseline, and prints Markdown tables to
-  stdout. About 9 minutes; --quick runs every workload and library once with tiny sizes (under a
+  @sesamecare-oss/redlock, redis-semaphore, a node-redis baseline and that baseline with
+  @sage/lock's scripts, and prints Markdown tables to stdout. About 9 minutes; --quick runs every workload and library once with tiny sizes (under a
   minute, a smoke test, not a measurement).`
 
 const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "14 minutes")

@@ -5,8 +5,11 @@
 // would add a few hundred milliseconds to every worker's start.
 import * as Schema from "effect/Schema"
 
-/** The libraries the bench compares; `baseline` is the hand-written node-redis lock. */
-export const libraries = ["sage", "redlock", "sesame", "semaphore", "baseline"] as const
+/**
+ * The libraries the bench compares; `baseline` is the hand-written node-redis lock, and `protocol`
+ * the same loop with @sage/lock's scripts (protocolFloor.ts), the floor of what the lock could reach.
+ */
+export const libraries = ["sage", "redlock", "sesame", "semaphore", "protocol", "baseline"] as const
 export type Library = (typeof libraries)[number]
 
 /** How the tables name each library. */
@@ -15,6 +18,7 @@ export const libraryLabel: Record<Library, string> = {
   redlock: "redlock 5",
   sesame: "@sesamecare-oss/redlock",
   semaphore: "redis-semaphore Mutex",
+  protocol: "baseline, @sage/lock's scripts",
   baseline: "node-redis baseline"
 }
 

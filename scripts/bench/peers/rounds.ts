@@ -20,6 +20,7 @@ const emptyRuns = (): Record<Library, Array<Figures>> => ({
   redlock: [],
   sesame: [],
   semaphore: [],
+  protocol: [],
   baseline: []
 })
 

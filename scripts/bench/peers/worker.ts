@@ -24,6 +24,8 @@ const load = async (library: Library, url: string, leaseMillis: number): Promise
       return (await import("./drivers.ts")).runner(await (await import("./redlock.ts")).makeSesame(url, leaseMillis))
     case "semaphore":
       return (await import("./drivers.ts")).runner(await (await import("./semaphore.ts")).make(url, leaseMillis))
+    case "protocol":
+      return (await import("./drivers.ts")).runner(await (await import("./protocolFloor.ts")).make(url, leaseMillis))
     case "baseline":
       return (await import("./drivers.ts")).runner(await (await import("./baseline.ts")).make(url, leaseMillis))
   }
