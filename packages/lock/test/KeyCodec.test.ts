@@ -89,5 +89,7 @@ describe("lock keys", () => {
     const keys = ["\uD800", "\uDBFF", "\uFFFD", "%uD800"].map((text) => lockKey("ns", text))
     assert.strictEqual(new Set(keys).size, keys.length)
     for (const key of keys) assert.isTrue(key.isWellFormed(), key)
+    assert.strictEqual(lockKey("ns", "a\u{1F600}b"), "ns:{a\u{1F600}b}", "a surrogate pair is text, kept as is")
+    assert.strictEqual(lockKey("ns", "plain:key-1"), "ns:{plain:key-1}")
   })
 })

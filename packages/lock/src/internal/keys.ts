@@ -14,9 +14,13 @@ const escapes: Record<string, string> = { "%": "%25", "{": "%7B", "}": "%7D" }
 
 const escape = (c: string): string => escapes[c] ?? `%u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`
 
+// Any character that may need escaping: the three, or any surrogate code unit, paired or not (this
+// regex has no `u` flag). Most keys have none, and this test costs a fraction of the replace below.
+const mayNeedEscape = /[%{}\uD800-\uDFFF]/
+
 /** The hash-tagged Redis key for a namespace and the codec's (non-empty) text. */
 export const lockKey = (namespace: string, encoded: string): string =>
-  `${namespace}:{${encoded.replace(/[%{}]|\p{Cs}/gu, escape)}}`
+  `${namespace}:{${mayNeedEscape.test(encoded) ? encoded.replace(/[%{}]|\p{Cs}/gu, escape) : encoded}}`
 
 // Companions of a lock key, all inside the same hash tag (so on the same Cluster slot). The queue
 // keys exist only while some process waits for the lock, and expire on their own; the fence key
