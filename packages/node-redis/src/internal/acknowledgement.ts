@@ -25,6 +25,16 @@ export const connectedReplicas = (role: unknown): number =>
 /** How long a `WAIT` sent together with the write may block before the lock asks again. */
 const earlyWaitMillis = 100
 
+/**
+ * How late a `WAIT` may answer after its own limit. The server handles a blocked client's timeout
+ * when its event loop next wakes, and an idle server wakes on its `serverCron` timer (every 100 ms
+ * at the default `hz 10`), so the reply can come up to 100 ms after the limit, and later on a busy
+ * machine. The second `WAIT` is given this much less than the time left (at most half of it), and
+ * the client waits for its reply until the time left plus this: a reply is never cut off while the
+ * server still owes it.
+ */
+const waitReplySlackMillis = 100
+
 /** The replicas a `ROLE` reply lists as connected, as `ip:port`. */
 export const replicaAddresses = (role: unknown): ReadonlyArray<string> =>
   Array.isArray(role) && Array.isArray(role[2])
@@ -130,11 +140,18 @@ const waitForReplicas = (
     if (typeof earlyAcks === "number" && earlyAcks >= wanted) return Effect.void
     const millis = Math.floor(waitMillis)
     if (millis < 1) return Effect.fail(failure("UNACKNOWLEDGED", "no time left to wait for replicas", true))
-    return Effect.flatMap(connection.send(["WAIT", String(wanted), String(millis)], millis + 100), (acks) =>
-      typeof acks === "number" && acks >= wanted
-        ? Effect.void
-        : Effect.fail(
-            failure("UNACKNOWLEDGED", `${String(acks)} of ${wanted} replica(s) acknowledged within ${millis} ms`, true)
-          )
+    const blockMillis = millis - Math.min(waitReplySlackMillis, Math.floor(millis / 2))
+    return Effect.flatMap(
+      connection.send(["WAIT", String(wanted), String(blockMillis)], millis + waitReplySlackMillis),
+      (acks) =>
+        typeof acks === "number" && acks >= wanted
+          ? Effect.void
+          : Effect.fail(
+              failure(
+                "UNACKNOWLEDGED",
+                `${String(acks)} of ${wanted} replica(s) acknowledged within ${blockMillis} ms`,
+                true
+              )
+            )
     )
   })
