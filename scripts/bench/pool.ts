@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Data from "effect/Data"
 import { LockScripts } from "@sage/lock"
 import { createClient } from "redis"
+import { lockAcquireCommand, lockGranted, lockReleaseCommand, lockScriptShas } from "./lockCommands.ts"
 import { now, rate, type Summary, summarize } from "./stats.ts"
 
 type Client = ReturnType<typeof createClient>
@@ -17,9 +18,6 @@ type Client = ReturnType<typeof createClient>
 /** The raw-client section failed (a connection or an unexpected script reply). */
 export class PoolBenchError extends Data.TaggedError("PoolBenchError")<{ readonly message: string }> {}
 
-const sha1 = (text: string): string => Crypto.createHash("sha1").update(text).digest("hex")
-const acquireSha = sha1(LockScripts.acquire)
-const releaseSha = sha1(LockScripts.release)
 const leaseMillis = "10000"
 
 const connect = async (url: string): Promise<Client> => {
@@ -36,20 +34,9 @@ type Run = (args: ReadonlyArray<string>) => Promise<unknown>
 /** acquire (must succeed: every key is fresh) then release, as one sample. */
 const lockRoundTrip = async (run: Run, key: string): Promise<void> => {
   const token = Crypto.randomUUID()
-  // The same KEYS and ARGV the standalone backend sends: no waiter id (nobody waits here).
-  const keys = LockScripts.acquireKeysOf(key)
-  const acquired = await run(["EVALSHA", acquireSha, "4", ...keys, token, leaseMillis, "", "0"])
-  if (!Array.isArray(acquired) || acquired[0] !== 1) throw new Error(`acquire ${key}: ${JSON.stringify(acquired)}`)
-  const released = await run([
-    "EVALSHA",
-    releaseSha,
-    "4",
-    ...keys,
-    token,
-    LockScripts.wakeChannel(key),
-    "PUBLISH",
-    "500"
-  ])
+  const acquired = await run(lockAcquireCommand(key, token, leaseMillis))
+  if (!lockGranted(acquired)) throw new Error(`acquire ${key}: ${JSON.stringify(acquired)}`)
+  const released = await run(lockReleaseCommand(key, token))
   if (released !== 1) throw new Error(`release ${key}: ${JSON.stringify(released)}`)
 }
 
@@ -138,7 +125,8 @@ const measure = async (options: PoolOptions): Promise<PoolResult> => {
     const shared = await open(options.url)
     const loaded = await shared.sendCommand(["SCRIPT", "LOAD", LockScripts.acquire])
     await shared.sendCommand(["SCRIPT", "LOAD", LockScripts.release])
-    if (String(loaded) !== acquireSha) throw new Error(`SCRIPT LOAD returned ${String(loaded)}, expected ${acquireSha}`)
+    if (String(loaded) !== lockScriptShas.acquire)
+      throw new Error(`SCRIPT LOAD returned ${String(loaded)}, expected ${lockScriptShas.acquire}`)
     const dedicated = await Promise.all(Array.from({ length: 16 }, () => open(options.url)))
     const sharedRun: Run = (args) => shared.sendCommand([...args])
     const seq = options.sequentialIterations
