@@ -228,7 +228,10 @@ export const scriptsOver = (send: Send): ScriptCall =>
  * The release script's reply: `1` released, `2` already released by an earlier attempt of the same
  * release (only when the request carried its `fence`), `0` not ours.
  */
-export const isReleased: Parse<boolean> = (reply) => Result.succeed(reply === 1 || reply === 2)
+export const releasedReply = (reply: unknown): boolean => reply === 1 || reply === 2
+
+/** `releasedReply` as a script parser. */
+export const isReleased: Parse<boolean> = (reply) => Result.succeed(releasedReply(reply))
 
 export const unexpected = (command: string, reply: unknown): LockRedisError =>
   new LockRedisError({

@@ -16,7 +16,7 @@ import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
-import { readAcquire, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
+import { readAcquire, releasedReply, replicatedFailure as failure, runScript, type Send } from "./commands.ts"
 import type { Connection, Pool } from "./pool.ts"
 import { awaitReplicas, connectedReplicas, earlyWait } from "./acknowledgement.ts"
 import { renewAll } from "./replicatedRenewal.ts"
@@ -439,7 +439,7 @@ const backendOver = (
           { ...request, acknowledge: false },
           Scripts.release,
           Scripts.releaseCall(request, topology.publish),
-          (reply) => Result.succeed([reply === 1 || reply === 2, "no-write"] as const),
+          (reply) => Result.succeed([releasedReply(reply), "no-write"] as const),
           () => Effect.succeed(false)
         )
         // A node that took this token's write outside the view is cleaned too; only the master's reply counts.
