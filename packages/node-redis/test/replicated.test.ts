@@ -38,6 +38,8 @@ const scripted = (options: {
   ask?: { readonly targetReplicas: number | undefined }
 }) => {
   const sent: Array<ReadonlyArray<string>> = []
+  /** The time limit each command in `sent` was given. */
+  const timeouts: Array<number> = []
   /** The address of each command in `sent`. */
   const sentTo: Array<string> = []
   let acquired = false
@@ -75,6 +77,7 @@ const scripted = (options: {
     }
     return Effect.sync(() => {
       sent.push(args)
+      timeouts.push(timeoutMillis)
       if (args[0] === "ROLE") return options.role
       if (args[0] === "WAIT") return Math.min(Number(args[1]), options.acks ?? Infinity)
       if (args[1] === Scripts.acquire.sha1) {
@@ -117,7 +120,7 @@ const scripted = (options: {
     publish: "PUBLISH",
     subscriber: () => Promise.reject(new Error("no wake-ups in this scripted topology"))
   }
-  return { backend: makeBackend(topology, pool), sent, sentTo }
+  return { backend: makeBackend(topology, pool), sent, timeouts, sentTo }
 }
 
 const sourceAddress = "10.0.0.1:6379"
@@ -305,6 +308,40 @@ describe("replicated write checks", () => {
       const waits = sent.filter((args) => args[0] === "WAIT").map((args) => args[1])
       assert.deepStrictEqual(waits, ["3", "1"])
     })
+  )
+
+  it.effect(
+    "every WAIT blocks more than 100 ms less than its reply may take: a server answers a WAIT's timeout late",
+    () =>
+      Effect.gen(function* () {
+        // An idle server handles a WAIT's timeout on its next serverCron, up to 100 ms (hz 10) after
+        // it: a WAIT blocking as long as the client waits for its reply could be cut off by the
+        // client's limit (TIMEOUT) while the server still owes the count (UNACKNOWLEDGED).
+        for (const budget of [1_000, 150, 80]) {
+          const { backend, sent, timeouts } = scripted({
+            role: ["master", 10, [["a", "1", "0"]]],
+            viewSaysMaster: true,
+            viewReplicas: 1,
+            acks: 0
+          })
+          const reply = yield* (yield* backend)
+            .acquire({ key: "t:{k}", token: "tok", leaseMillis: 5_000, timeoutMillis: budget, acknowledge: true })
+            .pipe(Effect.result)
+          assert.isTrue(Result.isFailure(reply) && reply.failure.code === "UNACKNOWLEDGED", `budget ${budget}`)
+          const waits = sent.flatMap((args, i) =>
+            args[0] === "WAIT" ? [{ block: Number(args[2]), limit: timeouts[i]! }] : []
+          )
+          // The early WAIT, sent with the script, only when its command's limit leaves room beyond it
+          // (with a second of budget it blocks its usual 100 ms); the second WAIT always.
+          if (budget === 1_000) assert.strictEqual(waits[0]?.block, 100, "the early WAIT as usual")
+          assert.strictEqual(waits.length, budget === 80 ? 1 : 2, `budget ${budget}: ${JSON.stringify(waits)}`)
+          for (const wait of waits) {
+            assert.isAbove(wait.block, 0, `budget ${budget}`)
+            assert.isAtMost(wait.block, budget, `budget ${budget}: within the budget`)
+            assert.isBelow(wait.block + 100, wait.limit, `budget ${budget}: room for a late reply`)
+          }
+        }
+      })
   )
 
   it.effect("the budget is measured on the monotonic clock: a wall-clock step changes nothing", () =>

@@ -29,11 +29,20 @@ const earlyWaitMillis = 100
  * How late a `WAIT` may answer after its own limit. The server handles a blocked client's timeout
  * when its event loop next wakes, and an idle server wakes on its `serverCron` timer (every 100 ms
  * at the default `hz 10`), so the reply can come up to 100 ms after the limit, and later on a busy
- * machine. The second `WAIT` is given this much less than the time left (at most half of it), and
- * the client waits for its reply until the time left plus this: a reply is never cut off while the
- * server still owes it.
+ * machine.
  */
 const waitReplySlackMillis = 100
+
+/**
+ * How long a `WAIT` may block when the client waits `replyLimitMillis` for its reply: that limit
+ * less the server's lateness (`waitReplySlackMillis`), less as much again (at most half of what is
+ * left) for the reply's way back on a busy machine. A reply is never cut off while the server still
+ * owes it; at or below zero, there is no time for a `WAIT`.
+ */
+const waitBlockMillis = (replyLimitMillis: number): number => {
+  const room = Math.floor(replyLimitMillis) - waitReplySlackMillis
+  return room - Math.min(waitReplySlackMillis, Math.floor(room / 2))
+}
 
 /** The replicas a `ROLE` reply lists as connected, as `ip:port`. */
 export const replicaAddresses = (role: unknown): ReadonlyArray<string> =>
@@ -54,9 +63,10 @@ const wantedReplicas = (viewReplicas: number | undefined, connected: number): nu
 /**
  * The `WAIT` to send in the same round trip as a write, before the master's `ROLE` reply is known:
  * for the replicas the view lists, or fewer when the master listed fewer last time (`lastConnected`);
- * without a view (a shared client that keeps no replica list), for those the master last listed. It blocks at most 100 ms: if it guessed wrong (the
- * replica set changed) or the replicas are slow, `awaitReplicas` asks again with the right count
- * and the rest of the budget.
+ * without a view (a shared client that keeps no replica list), for those the master last listed.
+ * It blocks at most 100 ms, and leaves the server time to answer within `waitMillis`
+ * (`waitBlockMillis`): if it guessed wrong (the replica set changed) or the replicas are slow,
+ * `awaitReplicas` asks again with the right count and the rest of the budget.
  */
 export const earlyWait = (
   route: Route,
@@ -68,7 +78,7 @@ export const earlyWait = (
   const guess = route.replicas ?? lastConnected
   if (guess === undefined) return undefined
   const wanted = wantedReplicas(guess, lastConnected ?? guess)
-  const millis = Math.floor(Math.min(earlyWaitMillis, waitMillis))
+  const millis = Math.min(earlyWaitMillis, waitBlockMillis(waitMillis))
   return millis < 1 ? undefined : ["WAIT", String(wanted), String(millis)]
 }
 
@@ -140,7 +150,8 @@ const waitForReplicas = (
     if (typeof earlyAcks === "number" && earlyAcks >= wanted) return Effect.void
     const millis = Math.floor(waitMillis)
     if (millis < 1) return Effect.fail(failure("UNACKNOWLEDGED", "no time left to wait for replicas", true))
-    const blockMillis = millis - Math.min(waitReplySlackMillis, Math.floor(millis / 2))
+    // The client waits for the reply up to the server's lateness past the time left.
+    const blockMillis = waitBlockMillis(millis + waitReplySlackMillis)
     return Effect.flatMap(
       connection.send(["WAIT", String(wanted), String(blockMillis)], millis + waitReplySlackMillis),
       (acks) =>
