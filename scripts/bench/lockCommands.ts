@@ -2,16 +2,14 @@
 // the sections that time the lock's scripts without its client code (pool.ts, peers/protocolFloor.ts).
 // Same KEYS and ARGV as the backend: no waiter id (nobody waits), and the release's wake-up channel,
 // publish command and claim window, which the script reads only when waiters are registered.
-import * as Crypto from "node:crypto"
 import { LockScripts } from "@sage/lock"
-
-const sha1 = (text: string): string => Crypto.createHash("sha1").update(text).digest("hex")
+import { scriptSha } from "./scriptSha.ts"
 
 /** SHA1s of the lock's scripts, for `EVALSHA` (the caller loads them with `SCRIPT LOAD`). */
 export const lockScriptShas = {
-  acquire: sha1(LockScripts.acquire),
-  renew: sha1(LockScripts.renew),
-  release: sha1(LockScripts.release)
+  acquire: scriptSha(LockScripts.acquire),
+  renew: scriptSha(LockScripts.renew),
+  release: scriptSha(LockScripts.release)
 } as const
 
 /** The node-redis backend's claim window (only read by the script when waiters are registered). */

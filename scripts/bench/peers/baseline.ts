@@ -8,6 +8,7 @@
 // own scripts.
 import * as Crypto from "node:crypto"
 import { createClient } from "redis"
+import { scriptSha } from "../scriptSha.ts"
 import { clockMillis } from "./clock.ts"
 import { type Outcome, type PromiseLock, sleep } from "./drivers.ts"
 
@@ -21,11 +22,10 @@ export interface Protocol {
   readonly release: (key: string, token: string) => Array<string>
 }
 
-const sha1 = (text: string): string => Crypto.createHash("sha1").update(text).digest("hex")
 const releaseScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`
 const renewScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) end return 0`
-const releaseSha = sha1(releaseScript)
-const renewSha = sha1(renewScript)
+const releaseSha = scriptSha(releaseScript)
+const renewSha = scriptSha(renewScript)
 
 /** `SET NX PX`, compare-and-PEXPIRE, compare-and-DEL. */
 const handWritten: Protocol = {
