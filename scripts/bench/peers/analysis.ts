@@ -11,6 +11,8 @@ export interface Figures {
   readonly perSecond: number
   /** Node CPU (user + system, all worker processes) per cycle or acquisition, microseconds. */
   readonly cpuMicrosPer: number
+  /** The server's CPU (user + system) per cycle or acquisition, microseconds. */
+  readonly serverCpuMicrosPer: number
   /** Server command calls per cycle or acquisition (scripts' inner calls included). */
   readonly callsPer: number
   /** Requests the clients sent per acquisition (contended only; requests.ts). */
@@ -33,11 +35,15 @@ export interface Figures {
   readonly held: number
   readonly acquireMillis: number
   readonly cpuPercent: number
+  /** Held locks: heap kept per held lock (bytes), and the full collection after acquiring them (ms of CPU). */
+  readonly heapBytesPer: number
+  readonly collectMillis: number
 }
 
 const empty: Figures = {
   perSecond: Number.NaN,
   cpuMicrosPer: Number.NaN,
+  serverCpuMicrosPer: Number.NaN,
   callsPer: Number.NaN,
   requestsPer: Number.NaN,
   scriptsPer: Number.NaN,
@@ -51,7 +57,9 @@ const empty: Figures = {
   failures: Number.NaN,
   held: Number.NaN,
   acquireMillis: Number.NaN,
-  cpuPercent: Number.NaN
+  cpuPercent: Number.NaN,
+  heapBytesPer: Number.NaN,
+  collectMillis: Number.NaN
 }
 
 const callFigures = (calls: ReadonlyMap<string, number>, per: number) => {
@@ -107,6 +115,7 @@ export const figures = (run: Measured, workers: ReadonlyArray<number>): Figures 
       ...callFigures(run.calls, cycles),
       perSecond: (cycles * 1000) / elapsed,
       cpuMicrosPer: cpu / cycles,
+      serverCpuMicrosPer: run.serverCpuMicros / cycles,
       failures: sum(uncontended.map((r) => r.failures))
     }
   }
@@ -120,6 +129,7 @@ export const figures = (run: Measured, workers: ReadonlyArray<number>): Figures 
       perSecond: (records.length * 1000) / (run.until - run.from),
       requestsPer: sum(contended.map((r) => r.requests)) / records.length,
       cpuMicrosPer: cpu / records.length,
+      serverCpuMicrosPer: run.serverCpuMicros / records.length,
       lost: sum(contended.map((r) => r.lost))
     }
   }
@@ -128,7 +138,9 @@ export const figures = (run: Measured, workers: ReadonlyArray<number>): Figures 
     held: sum(held.map((r) => r.acquired)),
     lost: sum(held.map((r) => r.lost)),
     acquireMillis: Math.max(...held.map((r) => r.acquireMillis)),
-    cpuPercent: (100 * cpu) / (1000 * Math.max(...held.map((r) => r.holdMillis)))
+    cpuPercent: (100 * cpu) / (1000 * Math.max(...held.map((r) => r.holdMillis))),
+    heapBytesPer: sum(held.map((r) => r.heapBytes)) / sum(held.map((r) => r.acquired)),
+    collectMillis: sum(held.map((r) => r.collectMicros)) / 1000
   }
 }
 

@@ -27,7 +27,7 @@ const usage = `usage: node bench/peers/main.ts [--quick]
   @sage/lock's scripts, and prints Markdown tables to stdout. About 9 minutes; --quick runs every workload and library once with tiny sizes (under a
   minute, a smoke test, not a measurement).`
 
-const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "14 minutes")
+const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "18 minutes")
 
 const packageVersion = (name: string): string => {
   try {
@@ -96,7 +96,8 @@ const program = Effect.gen(function* () {
     `# Peers${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
     "",
     `- ${new Date().toISOString()}, ${seconds} s in total; ${plan.rounds} round(s) of the uncontended and ` +
-      `contended workloads (libraries rotated each round), ${plan.heldRounds} of the held ones`,
+      `contended workloads (libraries rotated each round), and of the held ones ` +
+      plan.held.counts.map(({ count, rounds }) => `${rounds} with ${count} locks`).join(", "),
     `- ${cpus.length} cores (${cpus[0]?.model ?? "?"}), ${(Os.totalmem() / 2 ** 30).toFixed(1)} GiB, ` +
       `${Os.type()} ${Os.release()}; workers and server share the cores, all traffic on loopback`,
     `- ${collected.version}, one server; node ${process.version}, effect ${packageVersion("effect")}, ` +
@@ -108,7 +109,8 @@ const program = Effect.gen(function* () {
       `in the held ones; windows of ${plan.uncontended.durationMillis} ms (uncontended, after ` +
       `${plan.uncontended.warmupMillis} ms warm-up) and ${plan.contended.durationMillis} ms (contended)`,
     "- every ratio is the median over rounds of (library / baseline in the same round); CPU is user + " +
-      "system time of the worker processes (lower is better), server calls come from INFO commandstats " +
+      "system time of the worker processes (lower is better), server CPU the server process's over the " +
+      "run (INFO cpu; the bench's own two INFO calls included), server calls come from INFO commandstats " +
       "and include the commands scripts run",
     "",
     "## Headline: ratios to the node-redis baseline",

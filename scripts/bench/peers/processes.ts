@@ -2,13 +2,14 @@
 // started on first use and reused for every later run of their library, so starting Node is paid once.
 // A run sends each process its job, waits until all are warm, reads the server's command counters,
 // opens a common window, collects the results and reads the counters again (so connects and warm-up
-// fall outside). Every wait has a deadline; `stopAll` ends every process, by SIGKILL if it must.
+// fall outside; the server's CPU time over that span is the library's commands' and the bench's two INFOs'). Every wait has a deadline; `stopAll` ends every process, by SIGKILL if it must.
 import * as ChildProcess from "node:child_process"
 import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { clockMillis } from "./clock.ts"
+import type { Snapshot } from "./counters.ts"
 import {
   type Command,
   decodeMessage,
@@ -47,7 +48,8 @@ const withTimeout = <A>(promise: Promise<A>, millis: number, what: string): Prom
 const launch = (library: Library, url: string): Worker => {
   const child = ChildProcess.spawn(
     process.execPath,
-    [...process.execArgv, workerPath, Schema.encodeSync(WorkerArgsJson)({ library, url })],
+    // --expose-gc: the held workloads collect the heap before their window (drivers.ts `collectGarbage`).
+    [...process.execArgv, "--expose-gc", workerPath, Schema.encodeSync(WorkerArgsJson)({ library, url })],
     { stdio: ["pipe", "pipe", "inherit"] }
   )
   child.stdin?.on("error", () => {})
@@ -105,6 +107,8 @@ export interface Measured {
   readonly results: ReadonlyArray<Result>
   /** Command calls during the window, by command name, from the server's counters. */
   readonly calls: ReadonlyMap<string, number>
+  /** The server's CPU time between the two readings of its counters, microseconds. */
+  readonly serverCpuMicros: number
   readonly from: number
   readonly until: number
 }
@@ -123,7 +127,7 @@ export interface Processes {
   readonly stopAll: () => Promise<void>
 }
 
-export const make = (url: string, counters: () => Promise<ReadonlyMap<string, number>>): Processes => {
+export const make = (url: string, counters: () => Promise<Snapshot>): Processes => {
   const pools = new Map<Library, Array<Worker>>()
   const workersOf = (library: Library, count: number): Array<Worker> => {
     const pool = pools.get(library) ?? []
@@ -151,8 +155,14 @@ export const make = (url: string, counters: () => Promise<ReadonlyMap<string, nu
     )
     const after = await counters()
     const calls = new Map<string, number>()
-    for (const [command, count] of after) calls.set(command, count - (before.get(command) ?? 0))
-    return { results: messages.map((message) => message.result), calls, from, until }
+    for (const [command, count] of after.calls) calls.set(command, count - (before.calls.get(command) ?? 0))
+    return {
+      results: messages.map((message) => message.result),
+      calls,
+      serverCpuMicros: after.cpuMicros - before.cpuMicros,
+      from,
+      until
+    }
   }
 
   const stopAll = async (): Promise<void> => {

@@ -87,6 +87,10 @@ export const Result = Schema.Union([
     /** The window measured for CPU: all locks held, nothing else happening but renewal. */
     holdMillis: Schema.Finite,
     cpuMicros: Schema.Finite,
+    /** Heap in use once all were held, less the heap before the first acquisition (both after a full collection). */
+    heapBytes: Schema.Finite,
+    /** CPU of the full collection right after all were held, before the window (drivers.ts `collectGarbage`). */
+    collectMicros: Schema.Finite,
     lost: Schema.Int
   })
 ])

@@ -27,6 +27,7 @@ const loadCell = (entry: Collected): string => fixed(median(entry.loads), 2)
 
 const perSecondOf = (f: Figures) => f.perSecond
 const cpuOf = (f: Figures) => f.cpuMicrosPer
+const serverCpuOf = (f: Figures) => f.serverCpuMicrosPer
 
 export const uncontendedTable = (entry: Collected): string =>
   table(
@@ -36,6 +37,8 @@ export const uncontendedTable = (entry: Collected): string =>
       "vs baseline",
       "rounds' range",
       "CPU us/cycle",
+      "vs baseline",
+      "server CPU us/cycle",
       "vs baseline",
       "server calls/cycle",
       "scripts/cycle",
@@ -51,6 +54,8 @@ export const uncontendedTable = (entry: Collected): string =>
         spread(entry, library, perSecondOf),
         fixed(medianOf(s, cpuOf), 0),
         times(ratioOf(s, cpuOf)),
+        fixed(medianOf(s, serverCpuOf), 1),
+        times(ratioOf(s, serverCpuOf)),
         fixed(
           medianOf(s, (f) => f.callsPer),
           2
@@ -81,6 +86,7 @@ export const contendedTable = (entry: Collected): string =>
       "most called (per acq)",
       "least/mean",
       "CPU us/acq",
+      "server CPU us/acq",
       "lost",
       "overlaps"
     ],
@@ -112,6 +118,7 @@ export const contendedTable = (entry: Collected): string =>
           2
         ),
         fixed(medianOf(s, cpuOf), 0),
+        fixed(medianOf(s, serverCpuOf), 0),
         count(Math.max(...entry.runs[library].map((f) => f.lost))),
         count(Math.max(...entry.runs[library].map((f) => f.overlaps)))
       ]
@@ -120,7 +127,20 @@ export const contendedTable = (entry: Collected): string =>
 
 export const heldTable = (entries: ReadonlyArray<Collected>): string =>
   table(
-    ["library", "locks", "held", "acquiring all s", "Node CPU %", "vs baseline", "lost", "load1"],
+    [
+      "library",
+      "locks",
+      "rounds",
+      "held",
+      "acquiring all s",
+      "Node CPU %",
+      "vs baseline",
+      "rounds' range",
+      "heap bytes/lock",
+      "collection after acquiring, ms",
+      "lost",
+      "load1"
+    ],
     entries.flatMap((entry) =>
       libraries.map((library) => {
         const s = series(entry, library)
@@ -128,6 +148,7 @@ export const heldTable = (entries: ReadonlyArray<Collected>): string =>
         return [
           libraryLabel[library],
           workload?._tag === "held" ? String(workload.count) : "?",
+          String(entry.runs[library].length),
           count(medianOf(s, (f) => f.held)),
           fixed(medianOf(s, (f) => f.acquireMillis) / 1000, 2),
           fixed(
@@ -135,6 +156,12 @@ export const heldTable = (entries: ReadonlyArray<Collected>): string =>
             1
           ),
           times(ratioOf(s, (f) => f.cpuPercent)),
+          spread(entry, library, (f) => f.cpuPercent),
+          count(medianOf(s, (f) => f.heapBytesPer)),
+          fixed(
+            medianOf(s, (f) => f.collectMillis),
+            1
+          ),
           count(Math.max(...entry.runs[library].map((f) => f.lost))),
           loadCell(entry)
         ]
@@ -165,6 +192,7 @@ export const headlineTable = (collected: ReadonlyArray<Collected>): string => {
       "c64 cycles/s",
       "c1 CPU/cycle",
       "c64 CPU/cycle",
+      "c64 server CPU/cycle",
       "1p acq/s",
       "1p handoff p50",
       "1p handoff p99",
@@ -180,6 +208,7 @@ export const headlineTable = (collected: ReadonlyArray<Collected>): string => {
       ratioCell("uncontended-64", library, perSecondOf),
       ratioCell("uncontended-1", library, cpuOf),
       ratioCell("uncontended-64", library, cpuOf),
+      ratioCell("uncontended-64", library, serverCpuOf),
       ratioCell("contended-1p-think10", library, perSecondOf),
       ratioCell("contended-1p-think10", library, (f) => f.handoffP50),
       ratioCell("contended-1p-think10", library, (f) => f.handoffP99),

@@ -51,15 +51,19 @@ export const runAll = async (
       durationMillis: workload.durationMillis,
       resultTimeoutMillis: workload.resultTimeoutMillis
     })
-    entry.runs[library].push(figures(measured, workload.workers))
+    const figured = figures(measured, workload.workers)
+    entry.runs[library].push(figured)
+    if (workload.kind === "held") progress(`  Node CPU ${figured.cpuPercent.toFixed(2)} %, lost ${figured.lost}`)
   }
   for (let round = 0; round < plan.rounds; round++) {
     for (const [index, entry] of collected.slice(0, cheapWorkloads.length).entries()) {
       for (const library of order(libraries, round, index)) await one(entry, library, round)
     }
   }
-  for (let round = 0; round < plan.heldRounds; round++) {
-    for (const [index, entry] of collected.slice(cheapWorkloads.length).entries()) {
+  // Each held workload's rounds one after another, the smaller first: a process that has just held
+  // 10,000 locks carries a larger heap into whatever it runs next.
+  for (const [index, entry] of collected.slice(cheapWorkloads.length).entries()) {
+    for (let round = 0; round < entry.workload.rounds; round++) {
       for (const library of order(libraries, round, index + 1)) await one(entry, library, round)
     }
   }

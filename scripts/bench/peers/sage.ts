@@ -10,7 +10,16 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Lock, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
-import { cpuMicros, heldWarmupConcurrency, heldWarmupMillis, type Outcome, range, type Runner } from "./drivers.ts"
+import {
+  collectGarbage,
+  settleMillis,
+  cpuMicros,
+  heldWarmupConcurrency,
+  heldWarmupMillis,
+  type Outcome,
+  range,
+  type Runner
+} from "./drivers.ts"
 import { clockMillis } from "./clock.ts"
 import type { AcquisitionRecord, Result, Workload } from "./protocol.ts"
 import * as Requests from "./requests.ts"
@@ -118,6 +127,7 @@ const held = (
   }
 ) =>
   Effect.gen(function* () {
+    const heapBefore = collectGarbage().heapUsed
     const start = clockMillis()
     const release = yield* Deferred.make<void>()
     const allHeld = yield* Deferred.make<void>()
@@ -139,6 +149,8 @@ const held = (
     ).pipe(Effect.forkChild)
     yield* Effect.timeoutOption(Deferred.await(allHeld), options.acquireBudgetMillis)
     const acquireMillis = clockMillis() - start
+    const collected = collectGarbage()
+    yield* Effect.sleep(settleMillis)
     const cpu = process.cpuUsage()
     const windowStart = clockMillis()
     yield* Effect.sleep(options.holdMillis)
@@ -153,6 +165,8 @@ const held = (
       acquireMillis,
       holdMillis,
       cpuMicros: cpuUsed,
+      heapBytes: collected.heapUsed - heapBefore,
+      collectMicros: collected.cpuMicros,
       lost
     } satisfies Result
   })
