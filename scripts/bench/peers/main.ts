@@ -24,7 +24,7 @@ class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly mes
 const usage = `usage: node bench/peers/main.ts [--quick]
   Starts one loopback redis-server, runs the peers workloads on @sage/lock, redlock 5,
   @sesamecare-oss/redlock, redis-semaphore, a node-redis baseline and that baseline with
-  @sage/lock's scripts, and prints Markdown tables to stdout. About 9 minutes; --quick runs every workload and library once with tiny sizes (under a
+  @sage/lock's scripts, and prints Markdown tables to stdout. About 11 minutes; --quick runs every workload and library once with tiny sizes (under a
   minute, a smoke test, not a measurement).`
 
 const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "18 minutes")
