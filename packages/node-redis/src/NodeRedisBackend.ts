@@ -74,8 +74,9 @@ export interface Options extends Omit<RedisClientOptions, "modules" | "functions
    * How many pipelined connections carry the lock commands (an integer from 1 to 16; default 2).
    * Each lock key always uses the same one, so its commands stay in order. With two, the client
    * prepares one connection's next commands while the server runs the other's: under many
-   * concurrent locks this measured about 1.6x the throughput of one connection (`docs/benchmarks.md`);
-   * a single caller sees no difference. Wake-ups add one subscriber connection.
+   * concurrent locks this measured about 1.6x the throughput of one connection, and more than two
+   * made no difference (`docs/benchmarks-history.md`, sessions 7 and 26); a single caller sees no
+   * difference. Wake-ups add one subscriber connection.
    */
   readonly connections?: number | undefined
 }

@@ -2,9 +2,9 @@
 // served, and only the fiber holding the key's turn goes to the server.
 //
 // Without it, fibers of one process poll the server against each other and the fiber that just
-// released usually wins again (measured in docs/benchmarks.md). With it, in-process handover is
-// immediate and fair, and the server sees one contender per process and key (which the server-side
-// waiter queue then orders against other processes). Exclusion between processes is still the
+// released usually wins again (measured in docs/benchmarks-history.md). With it, in-process
+// handover is immediate and fair, and the server sees one contender per process and key (which the
+// server-side waiter queue then orders against other processes). Exclusion between processes is still the
 // server's lock; this only orders the callers inside one client.
 //
 // A turn passes directly from its holder to the oldest waiter, so nobody (not even a `tryWithLock`)

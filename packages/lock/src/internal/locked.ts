@@ -8,7 +8,7 @@
 // The call reads its fiber's clock and context once, and every step that needs neither a new fiber
 // nor an asynchronous wait is plain code inside the steps that remain: an uncontended call over
 // node-redis takes about 21 Effect steps (45 before session 13), and at tens of thousands of calls a
-// second each step shows in the client's CPU (docs/benchmarks.md).
+// second each step shows in the client's CPU (docs/benchmarks-history.md, session 13).
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
