@@ -165,6 +165,21 @@ export const medianOf = (series: Series, pick: (figures: Figures) => number): nu
 export const ratioOf = (series: Series, pick: (figures: Figures) => number): number =>
   median(series.runs.map((figures, round) => pick(figures) / pick(series.baseline[round] ?? empty)))
 
+/**
+ * `numerator`'s figure over `denominator`'s in the same round, for every round both ran: how two
+ * libraries compare without going through the baseline (a tie of two medians against the baseline
+ * says nothing about which was ahead round by round).
+ */
+export const ratiosBetween = (
+  numerator: ReadonlyArray<Figures>,
+  denominator: ReadonlyArray<Figures>,
+  pick: (figures: Figures) => number
+): Array<number> =>
+  numerator.flatMap((figures, round) => {
+    const other = denominator[round]
+    return other === undefined ? [] : [pick(figures) / pick(other)]
+  })
+
 /** The smallest and largest per-round ratio, to show how much the rounds disagreed. */
 export const ratioRange = (series: Series, pick: (figures: Figures) => number): readonly [number, number] => {
   const ratios = series.runs.map((figures, round) => pick(figures) / pick(series.baseline[round] ?? empty))

@@ -1,7 +1,7 @@
 // The peers tables: per workload, each library's medians over rounds and its ratio to the node-redis
 // baseline of the same round (median of the per-round ratios), then one headline table of the figures
 // the performance work is judged by. Nothing here calls a number good or bad.
-import { median, medianOf, ratioOf, ratioRange, type Figures, type Series } from "./analysis.ts"
+import { median, medianOf, ratioOf, ratioRange, ratiosBetween, type Figures, type Series } from "./analysis.ts"
 import { ms, perSecond, table } from "../stats.ts"
 import { type Library, libraries, libraryLabel } from "./protocol.ts"
 import type { Collected } from "./rounds.ts"
@@ -26,6 +26,22 @@ const count = (value: number): string => (Number.isFinite(value) ? String(Math.r
 const loadCell = (entry: Collected): string => fixed(median(entry.loads), 2)
 
 const perSecondOf = (f: Figures) => f.perSecond
+
+/** The peers, as opposed to the yardsticks (the baseline, and the lock's own protocol sent raw). */
+const peers: ReadonlyArray<Library> = ["redlock", "sesame", "semaphore"]
+
+/**
+ * `@sage/lock`'s rate over each peer's in the same round: the median and the rounds' range, e.g.
+ * "redlock 5 1.04x (0.95-1.10)".
+ */
+const againstPeers = (entry: Collected): string =>
+  peers
+    .map((peer) => {
+      const ratios = ratiosBetween(entry.runs.sage, entry.runs[peer], perSecondOf).filter(Number.isFinite)
+      if (ratios.length === 0) return `${libraryLabel[peer]} -`
+      return `${libraryLabel[peer]} ${times(median(ratios))} (${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})`
+    })
+    .join(", ")
 const cpuOf = (f: Figures) => f.cpuMicrosPer
 const serverCpuOf = (f: Figures) => f.serverCpuMicrosPer
 
@@ -68,7 +84,9 @@ export const uncontendedTable = (entry: Collected): string =>
         count(medianOf(s, (f) => f.failures))
       ]
     })
-  ) + `\n\nMedian load1 at the start of its runs: ${loadCell(entry)}`
+  ) +
+  `\n\n@sage/lock's cycles/s over each peer's in the same round (median, rounds' range): ${againstPeers(entry)}` +
+  `\n\nMedian load1 at the start of its runs: ${loadCell(entry)}`
 
 export const contendedTable = (entry: Collected): string =>
   table(
