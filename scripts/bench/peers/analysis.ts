@@ -161,10 +161,6 @@ export interface Series {
 /** The median over rounds of one figure. */
 export const medianOf = (series: Series, pick: (figures: Figures) => number): number => median(series.runs.map(pick))
 
-/** The median over rounds of (this library / the baseline in the same round). */
-export const ratioOf = (series: Series, pick: (figures: Figures) => number): number =>
-  median(series.runs.map((figures, round) => pick(figures) / pick(series.baseline[round] ?? empty)))
-
 /**
  * `numerator`'s figure over `denominator`'s in the same round, for every round both ran: how two
  * libraries compare without going through the baseline (a tie of two medians against the baseline
@@ -180,9 +176,16 @@ export const ratiosBetween = (
     return other === undefined ? [] : [pick(figures) / pick(other)]
   })
 
-/** The smallest and largest per-round ratio, to show how much the rounds disagreed. */
-export const ratioRange = (series: Series, pick: (figures: Figures) => number): readonly [number, number] => {
-  const ratios = series.runs.map((figures, round) => pick(figures) / pick(series.baseline[round] ?? empty))
+/** The smallest and largest finite ratio, to show how much the rounds disagreed (NaN when none). */
+export const rangeOf = (ratios: ReadonlyArray<number>): readonly [number, number] => {
   const finite = ratios.filter(Number.isFinite)
   return finite.length === 0 ? [Number.NaN, Number.NaN] : [Math.min(...finite), Math.max(...finite)]
 }
+
+/** The median over rounds of (this library / the baseline in the same round). */
+export const ratioOf = (series: Series, pick: (figures: Figures) => number): number =>
+  median(ratiosBetween(series.runs, series.baseline, pick))
+
+/** The smallest and largest per-round ratio to the baseline. */
+export const ratioRange = (series: Series, pick: (figures: Figures) => number): readonly [number, number] =>
+  rangeOf(ratiosBetween(series.runs, series.baseline, pick))

@@ -1,7 +1,7 @@
 // The peers tables: per workload, each library's medians over rounds and its ratio to the node-redis
 // baseline of the same round (median of the per-round ratios), then one headline table of the figures
 // the performance work is judged by. Nothing here calls a number good or bad.
-import { median, medianOf, ratioOf, ratioRange, ratiosBetween, type Figures, type Series } from "./analysis.ts"
+import { median, medianOf, rangeOf, ratioOf, ratioRange, ratiosBetween, type Figures, type Series } from "./analysis.ts"
 import { ms, perSecond, table } from "../stats.ts"
 import { type Library, libraries, libraryLabel } from "./protocol.ts"
 import type { Collected } from "./rounds.ts"
@@ -14,10 +14,12 @@ const series = (entry: Collected, library: Library): Series => ({
 /** A per-round median ratio as "1.23x". */
 const times = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(2)}x` : "-")
 
-const spread = (entry: Collected, library: Library, pick: (figures: Figures) => number): string => {
-  const [low, high] = ratioRange(series(entry, library), pick)
-  return Number.isFinite(low) ? `${low.toFixed(2)}-${high.toFixed(2)}` : "-"
-}
+/** A rounds' range as "0.95-1.10". */
+const rangeCell = ([low, high]: readonly [number, number]): string =>
+  Number.isFinite(low) ? `${low.toFixed(2)}-${high.toFixed(2)}` : "-"
+
+const spread = (entry: Collected, library: Library, pick: (figures: Figures) => number): string =>
+  rangeCell(ratioRange(series(entry, library), pick))
 
 const fixed = (value: number, digits: number): string => (Number.isFinite(value) ? value.toFixed(digits) : "-")
 
@@ -37,9 +39,8 @@ const peers: ReadonlyArray<Library> = ["redlock", "sesame", "semaphore"]
 const againstPeers = (entry: Collected): string =>
   peers
     .map((peer) => {
-      const ratios = ratiosBetween(entry.runs.sage, entry.runs[peer], perSecondOf).filter(Number.isFinite)
-      if (ratios.length === 0) return `${libraryLabel[peer]} -`
-      return `${libraryLabel[peer]} ${times(median(ratios))} (${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})`
+      const ratios = ratiosBetween(entry.runs.sage, entry.runs[peer], perSecondOf)
+      return `${libraryLabel[peer]} ${times(median(ratios))} (${rangeCell(rangeOf(ratios))})`
     })
     .join(", ")
 const cpuOf = (f: Figures) => f.cpuMicrosPer

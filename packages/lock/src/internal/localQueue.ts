@@ -4,8 +4,8 @@
 // Without it, fibers of one process poll the server against each other and the fiber that just
 // released usually wins again (measured in docs/benchmarks-history.md). With it, in-process
 // handover is immediate and fair, and the server sees one contender per process and key (which the
-// server-side waiter queue then orders against other processes). Exclusion between processes is still the
-// server's lock; this only orders the callers inside one client.
+// server-side waiter queue then orders against other processes). Exclusion between processes is
+// still the server's lock; this only orders the callers inside one client.
 //
 // A turn passes directly from its holder to the oldest waiter, so nobody (not even a `tryWithLock`)
 // can slip in between. It may carry a grant: the lock itself, transferred at the server to a token
