@@ -54,7 +54,7 @@ export const grantingWaiterPrefix = "g."
  */
 export const grantToken = (waiterId: string, fence: number): string => `${waiterId}:${fence}`
 
-// Shared by the scripts that grant a lock (acquire, transfer, and through queueHelpers release and
+// Shared by the scripts that grant a lock (acquire, transfer, and through wakeHead release and
 // leave): the next fencing token of KEYS[4].
 const fenceHelper = `local function issue_fence()
   local t = redis.call("TIME")
@@ -68,11 +68,14 @@ const fenceHelper = `local function issue_fence()
 end
 `
 
-// Shared by the scripts below that keep the waiter queue: the server's time in milliseconds,
-// dropping registrations that have lapsed (their waiter died or stopped refreshing), and giving the
-// free lock's turn to the head of the line: a granting waiter gets the key itself for the claim
-// window (ARGV[4]), any other is woken and has that window to claim it.
-const queueHelpers = `${fenceHelper}local function now_ms()
+// Shared by the scripts below that keep the waiter queue: the server's time in milliseconds, and
+// dropping registrations that have lapsed (their waiter died or stopped refreshing).
+//
+// Each script defines these helpers where its queue work begins, after its uncontended path has
+// returned: a Lua `local function` is a closure made on every run, and an uncontended acquire or
+// release needs none of them (only acquire's fence). Same statements in the same order as when they
+// were defined at the top; only the text, and so the SHA1, differs.
+const queueHelpers = `local function now_ms()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
@@ -83,7 +86,12 @@ local function purge(now)
     redis.call("ZREM", KEYS[3], dead[i])
   end
 end
-local function wake_head(now)
+`
+
+// Used by release and leave when the lock is free and waiters are registered: gives the free lock's
+// turn to the head of the line. A granting waiter gets the key itself for the claim window
+// (ARGV[4]), any other is woken and has that window to claim it.
+const wakeHead = `${fenceHelper}${queueHelpers}local function wake_head(now)
   purge(now)
   local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
   if head == nil then
@@ -100,6 +108,7 @@ local function wake_head(now)
     redis.call(ARGV[3], ARGV[2], head)
   end
 end
+wake_head(now_ms())
 `
 
 /**
@@ -137,7 +146,7 @@ end
  * @category scripting
  * @since 0.1.0
  */
-export const acquire = `${queueHelpers}local queued = redis.call("EXISTS", KEYS[2]) == 1
+export const acquire = `${fenceHelper}local queued = redis.call("EXISTS", KEYS[2]) == 1
 local current
 if queued then
   current = redis.call("GET", KEYS[1])
@@ -147,7 +156,7 @@ else
     return {1, issue_fence()}
   end
 end
-local waiter = ARGV[3]
+${queueHelpers}local waiter = ARGV[3]
 if current == ARGV[1] or (waiter ~= "" and current and string.sub(current, 1, #waiter + 1) == waiter .. ":") then
   if current ~= ARGV[1] then
     redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
@@ -232,7 +241,7 @@ return 0
  * @category scripting
  * @since 0.1.0
  */
-export const release = `${queueHelpers}local current = redis.call("GET", KEYS[1])
+export const release = `local current = redis.call("GET", KEYS[1])
 if current ~= ARGV[1] then
   if current == false and ARGV[5] and tonumber(redis.call("GET", KEYS[4]) or "") == tonumber(ARGV[5]) then
     return 2
@@ -241,8 +250,7 @@ if current ~= ARGV[1] then
 end
 redis.call("DEL", KEYS[1])
 if redis.call("EXISTS", KEYS[2]) == 1 then
-  wake_head(now_ms())
-end
+${wakeHead}end
 return 1
 `
 
@@ -297,7 +305,7 @@ return {1, fence, others}
  * @category scripting
  * @since 0.2.0
  */
-export const leave = `${queueHelpers}local waiter = ARGV[1]
+export const leave = `local waiter = ARGV[1]
 local removed = redis.call("ZREM", KEYS[2], waiter)
 redis.call("ZREM", KEYS[3], waiter)
 local current = redis.call("GET", KEYS[1])
@@ -307,8 +315,7 @@ if current and string.sub(current, 1, #waiter + 1) == waiter .. ":" then
   removed = 1
 end
 if removed == 1 and current == false and redis.call("EXISTS", KEYS[2]) == 1 then
-  wake_head(now_ms())
-end
+${wakeHead}end
 return removed
 `
 
