@@ -73,8 +73,9 @@ end
 //
 // Each script defines these helpers where its queue work begins, after its uncontended path has
 // returned: a Lua `local function` is a closure made on every run, and an uncontended acquire or
-// release needs none of them (only acquire's fence). Same statements in the same order as when they
-// were defined at the top; only the text, and so the SHA1, differs.
+// release needs none of them (only acquire's fence). The statements that run are the same, in the
+// same order, as when every script defined them at the top (acquire, which never calls `wake_head`,
+// no longer defines it); only the text, and so the SHA1, differs.
 const queueHelpers = `local function now_ms()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
