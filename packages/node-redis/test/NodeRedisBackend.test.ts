@@ -15,6 +15,10 @@ import { LockBackend } from "@sage/lock/LockBackend"
 import { Acl, FaultProxy, Faults, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import * as Scripts from "../src/internal/scripts.ts"
+import * as Clients from "./clients.ts"
+
+/** The ids of the clients in a `CLIENT LIST` reply. */
+const idsOf = (list: unknown) => [...String(list).matchAll(/(?:^|\s)id=(\d+)/g)].map((m) => Number(m[1]))
 
 /** A lock client whose backend lives as long as the test's scope. */
 const lockOn = (url: string, options: Lock.LockOptions = {}) =>
@@ -171,27 +175,86 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
       })
     )
 
-    it.live("without client|id and client|kill, a silent connection is kept rather than replaced unfenced", () =>
+    it.live("a silent connection's old id, given to another client after a server restart, is not killed", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+        const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
+        const lock = yield* Lock.make({
+          namespace: `nr-${Math.random().toString(36).slice(2, 8)}`,
+          leaseDuration: "3 seconds"
+        }).pipe(Effect.provideService(LockBackend, backend))
+        yield* lock.withLock("restarted", { waitTimeout: "2 seconds" })(Effect.void)
+        // Every id in use now, the lock's connections among them.
+        const oldIds = idsOf(yield* server.command("CLIENT", "LIST"))
+        // The lock's connection goes silent, and the server restarts without it noticing (the
+        // server's FIN stays in the stalled proxy, as behind a middlebox that lost the connection).
+        yield* proxy.stallOpen
+        yield* server.kill
+        yield* server.restart
+        // Ids start again from the bottom: other clients connect until they hold every id up to the
+        // highest the old server had given (ids go up by one per connection).
+        const others: Array<number> = []
+        while (others.length < 200 && (others.at(-1) ?? 0) < Math.max(...oldIds)) {
+          const other = yield* Clients.connectClient(server.url)
+          others.push(Number(yield* Effect.promise(() => other.sendCommand(["CLIENT", "ID"]))))
+        }
+        assert.isBelow(others.length, 200, "the restarted server handed out the old ids again")
+        // The lock replaces its silent connection (attempts time out, then the probe's 5 s) and works.
+        const value = yield* Effect.succeed("answered").pipe(lock.withLock("restarted", { waitTimeout: "25 seconds" }))
+        assert.strictEqual(value, "answered")
+        // Closing the silent connection at the server named its old id, which is another client's now.
+        const live = idsOf(yield* server.command("CLIENT", "LIST"))
+        assert.includeMembers(live, others, "every other client kept its connection")
+      })
+    )
+
+    it.live("with an earlier ACL line (client|id, no client|info), a silent connection is still replaced", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
         const namespace = `nr-${Math.random().toString(36).slice(2, 8)}`
-        // The documented standalone line without the two CLIENT subcommands.
-        const rules = Acl.rules("standalone", namespace, "pw").filter((rule) => !rule.startsWith("+client|"))
-        yield* server.command("ACL", "SETUSER", "plain", ...rules)
+        const rules = Acl.rules("standalone", namespace, "pw").map((rule) =>
+          rule === "+client|info" ? "+client|id" : rule
+        )
+        assert.include(rules, "+client|id")
+        yield* server.command("ACL", "SETUSER", "earlier", ...rules)
         const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-        const url = proxy.url.replace("redis://", "redis://plain:pw@")
+        const url = proxy.url.replace("redis://", "redis://earlier:pw@")
         const backend = yield* NodeRedisBackend.make({ url, connections: 1 })
         const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
           Effect.provideService(LockBackend, backend)
         )
-        yield* lock.withLock("kept", { waitTimeout: "2 seconds" })(Effect.void)
+        yield* lock.withLock("earlier", { waitTimeout: "2 seconds" })(Effect.void)
         yield* proxy.stallOpen
-        // The probe runs out after about 7.9 s; the connection cannot be closed at the server first, so
-        // no new one is opened and the call waits out its budget, as it did before the watch existed.
-        const error = yield* Effect.flip(Effect.void.pipe(lock.withLock("kept", { waitTimeout: "9 seconds" })))
-        assert.strictEqual(error._tag, "TimedOut")
-        assert.strictEqual(proxy.connectionCount, 1, "no replacement was opened")
+        const value = yield* Effect.succeed("answered").pipe(lock.withLock("earlier", { waitTimeout: "25 seconds" }))
+        assert.strictEqual(value, "answered")
+        assert.strictEqual(proxy.connectionCount, 2, "the silent connection was closed at the server and replaced")
       })
+    )
+
+    it.live(
+      "without client|info, client|id and client|kill, a silent connection is kept rather than replaced unfenced",
+      () =>
+        Effect.gen(function* () {
+          const server = yield* RedisServer.start({ flavor })
+          const namespace = `nr-${Math.random().toString(36).slice(2, 8)}`
+          // The documented standalone line without the two CLIENT subcommands.
+          const rules = Acl.rules("standalone", namespace, "pw").filter((rule) => !rule.startsWith("+client|"))
+          yield* server.command("ACL", "SETUSER", "plain", ...rules)
+          const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+          const url = proxy.url.replace("redis://", "redis://plain:pw@")
+          const backend = yield* NodeRedisBackend.make({ url, connections: 1 })
+          const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
+            Effect.provideService(LockBackend, backend)
+          )
+          yield* lock.withLock("kept", { waitTimeout: "2 seconds" })(Effect.void)
+          yield* proxy.stallOpen
+          // The probe runs out after about 7.9 s; the connection cannot be closed at the server first, so
+          // no new one is opened and the call waits out its budget, as it did before the watch existed.
+          const error = yield* Effect.flip(Effect.void.pipe(lock.withLock("kept", { waitTimeout: "9 seconds" })))
+          assert.strictEqual(error._tag, "TimedOut")
+          assert.strictEqual(proxy.connectionCount, 1, "no replacement was opened")
+        })
     )
 
     it.live("a server that is slow, not silent, keeps its connection (DEBUG SLEEP longer than an attempt)", () =>

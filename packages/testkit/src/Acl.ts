@@ -46,9 +46,10 @@ export const commands = (mode: Mode): Array<string> => {
       : ["publish", "subscribe", "unsubscribe", "ping"]),
     ...(replicated ? ["role"] : []),
     ...(acknowledged ? ["wait"] : []),
-    // Standalone: each connection's id, and closing a silent one at the server before replacing it
-    // (packages/node-redis/src/internal/silentConnection.ts). Optional: without them it is kept.
-    ...(replicated ? [] : ["client|id", "client|kill"])
+    // Standalone: each connection's id and address, and closing a silent one at the server before
+    // replacing it (packages/node-redis/src/internal/silentConnection.ts). Optional: without them it
+    // is kept (`client|id` instead of `client|info` also works, without the address check).
+    ...(replicated ? [] : ["client|info", "client|kill"])
   ]
 }
 

@@ -20,9 +20,9 @@
 // commands sent on its replacement. On standalone that could break exclusion: a client's waiters
 // share one id, and a late `leave` of that id frees a key that a later grant gave to another fiber
 // of the same client (the fault matrix's connection-silent cell found it). So `watch` closes the
-// silent connection at the server (`CLIENT KILL ID`, sent on the new connection) before the new one
-// carries any lock command. Replicated deployments grant nothing (their waiters are only woken), so
-// a late command there can at worst leave a key held until its lease ends.
+// silent connection at the server (`CLIENT KILL ID ... ADDR ...`, sent on the new connection) before
+// the new one carries any lock command. Replicated deployments grant nothing (their waiters are only
+// woken), so a late command there can at worst leave a key held until its lease ends.
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -96,6 +96,34 @@ export interface Options<C extends WatchedClient> {
   readonly open: Effect.Effect<C, LockRedisError, Scope.Scope>
 }
 
+/** A connection as the server knows it: its id, and its address when `CLIENT INFO` could say. */
+export interface ServerSide {
+  readonly id: number
+  readonly addr: string | undefined
+}
+
+/**
+ * Reads `CLIENT INFO`'s reply (`id=7 addr=127.0.0.1:50000 laddr=... fd=8 ...`, one line); `undefined`
+ * when it has no numeric id.
+ */
+export const serverSideOf = (reply: unknown): ServerSide | undefined => {
+  if (typeof reply !== "string") return undefined
+  const id = /(?:^|\s)id=(\d+)(?:\s|$)/.exec(reply)?.[1]
+  if (id === undefined) return undefined
+  const addr = /(?:^|\s)addr=(\S+)/.exec(reply)?.[1]
+  return { id: Number(id), addr }
+}
+
+/**
+ * The `CLIENT KILL` that closes `side` at the server: by id and address, so that an id the server
+ * has since given to another client (it restarted) closes nothing; by id alone when the address is
+ * unknown.
+ */
+export const killArgs = (side: ServerSide): Array<string> =>
+  side.addr === undefined
+    ? ["CLIENT", "KILL", "ID", String(side.id)]
+    : ["CLIENT", "KILL", "ID", String(side.id), "ADDR", side.addr]
+
 /** How long the `CLIENT KILL` that fences a silent connection off may take. */
 const fenceTimeoutMillis = 2_000
 
@@ -106,14 +134,18 @@ const fenceTimeoutMillis = 2_000
  * **Fencing.** A lock's commands must reach the server in the order they were sent: a waiter's
  * `leave` that a buffering middlebox delivered after a later grant to the same client would free a
  * key another fiber holds. So the silent connection is closed at the server before the new one
- * carries anything: each connection's `CLIENT ID` is asked once it is open (without waiting for the
- * answer), and the new connection's first command is `CLIENT KILL ID` of the silent one. Whatever
- * the silent connection delivers after that is never run. Without that id (a user without
- * `client|id`) or without `client|kill`, the silent connection is kept, as if nothing were watched.
- * node-redis reconnects a client on its own, and each new connection has a new id: the id is
- * forgotten when the client starts reconnecting and asked again when it is ready. A kill that finds
- * no client with the id (reply 0) means the server has already dropped that connection, so nothing
- * it carries can run there either.
+ * carries anything: each connection's id and address, as the server sees them, are asked once it is
+ * open (`CLIENT INFO`, without waiting for the answer), and the new connection's first command is
+ * `CLIENT KILL ID <id> ADDR <address>` of the silent one. Whatever the silent connection delivers
+ * after that is never run. The address is there because ids start again from 1 when the server
+ * restarts: a silent connection that never saw the restart still has its old id, which by then may
+ * be another client's; that client's address is not the silent connection's. A user without
+ * `client|info` gets the id alone (`CLIENT ID`, as the lock asked before), and the kill names the
+ * id alone. Without an id (a user without either) or without `client|kill`, the silent connection is
+ * kept, as if nothing were watched. node-redis reconnects a client on its own, and each new
+ * connection has a new id: the id is forgotten when the client starts reconnecting and asked again
+ * when it is ready. A kill that finds no such client (reply 0) means the server has already dropped
+ * that connection, so nothing it carries can run there either.
  */
 export const watch = <C extends WatchedClient>(
   options: Options<C>
@@ -121,8 +153,8 @@ export const watch = <C extends WatchedClient>(
   Effect.gen(function* () {
     const layerScope = yield* Scope.Scope
     const context = yield* Effect.context<never>()
-    // The server's id of each client's current connection, once it has answered `CLIENT ID`.
-    const ids = new WeakMap<C, number>()
+    // Who each client's current connection is at the server, once it has answered.
+    const sides = new WeakMap<C, ServerSide>()
     // Bumped at each ask and each reconnection: an answer counts only for the ask that is current.
     const generations = new WeakMap<C, number>()
     const askId = (client: C): void => {
@@ -130,17 +162,28 @@ export const watch = <C extends WatchedClient>(
       // may come back (as a failure, normally) after it.
       const asked = (generations.get(client) ?? 0) + 1
       generations.set(client, asked)
-      client.sendCommand(["CLIENT", "ID"], { timeout: 0 }).then(
+      const current = () => generations.get(client) === asked
+      client.sendCommand(["CLIENT", "INFO"], { timeout: 0 }).then(
         (reply) => {
-          if (typeof reply === "number" && generations.get(client) === asked) ids.set(client, reply)
+          const side = serverSideOf(reply)
+          if (side !== undefined && current()) sides.set(client, side)
         },
-        () => {}
+        // Refused (a user without client|info): the id alone, as the lock asked before.
+        () => {
+          if (!current()) return
+          client.sendCommand(["CLIENT", "ID"], { timeout: 0 }).then(
+            (reply) => {
+              if (typeof reply === "number" && current()) sides.set(client, { id: reply, addr: undefined })
+            },
+            () => {}
+          )
+        }
       )
     }
     /** Asks `client`'s id now, and again after each reconnection, which changes it. */
     const track = (client: C): void => {
       client.on("reconnecting", () => {
-        ids.delete(client)
+        sides.delete(client)
         generations.set(client, (generations.get(client) ?? 0) + 1)
       })
       client.on("ready", () => askId(client))
@@ -163,10 +206,10 @@ export const watch = <C extends WatchedClient>(
 
     const replace = (silent: C, silentFor: number): Effect.Effect<void> =>
       Effect.gen(function* () {
-        const silentId = ids.get(silent)
-        if (silentId === undefined) {
+        const silentSide = sides.get(silent)
+        if (silentSide === undefined) {
           return yield* Effect.logWarning(
-            `redis connection answered nothing for ${silentFor} ms while reported ready; it is kept: its CLIENT ID is unknown (the user may lack client|id), so it cannot be closed at the server first`
+            `redis connection answered nothing for ${silentFor} ms while reported ready; it is kept: its id at the server is unknown (the user may lack client|info and client|id), so it cannot be closed at the server first`
           )
         }
         const scope = yield* Scope.fork(layerScope)
@@ -180,9 +223,7 @@ export const watch = <C extends WatchedClient>(
         }
         const fresh = opened.value
         // Nothing the silent connection still delivers may run after the new one's commands.
-        const fenced = yield* Effect.exit(
-          sendWithin(fresh, ["CLIENT", "KILL", "ID", String(silentId)], fenceTimeoutMillis)
-        )
+        const fenced = yield* Effect.exit(sendWithin(fresh, killArgs(silentSide), fenceTimeoutMillis))
         if (Exit.isFailure(fenced) || closed || current !== silent) {
           yield* Scope.close(scope, Exit.void)
           if (Exit.isFailure(fenced)) {
