@@ -162,18 +162,18 @@ export const watch = <C extends WatchedClient>(
       // may come back (as a failure, normally) after it.
       const asked = (generations.get(client) ?? 0) + 1
       generations.set(client, asked)
-      const current = () => generations.get(client) === asked
+      const stillAsked = () => generations.get(client) === asked
       client.sendCommand(["CLIENT", "INFO"], { timeout: 0 }).then(
         (reply) => {
           const side = serverSideOf(reply)
-          if (side !== undefined && current()) sides.set(client, side)
+          if (side !== undefined && stillAsked()) sides.set(client, side)
         },
         // Refused (a user without client|info): the id alone, as the lock asked before.
         () => {
-          if (!current()) return
+          if (!stillAsked()) return
           client.sendCommand(["CLIENT", "ID"], { timeout: 0 }).then(
             (reply) => {
-              if (typeof reply === "number" && current()) sides.set(client, { id: reply, addr: undefined })
+              if (typeof reply === "number" && stillAsked()) sides.set(client, { id: reply, addr: undefined })
             },
             () => {}
           )
