@@ -20,6 +20,23 @@ import * as Clients from "./clients.ts"
 /** The ids of the clients in a `CLIENT LIST` reply. */
 const idsOf = (list: unknown) => [...String(list).matchAll(/(?:^|\s)id=(\d+)/g)].map((m) => Number(m[1]))
 
+/**
+ * A lock client (3 s lease) on one connection through a fault proxy in front of `server`, so every
+ * lock is on the connection the proxy makes silent; `user` (password "pw") if given. One call has
+ * run, so the connection is open and known to the server.
+ */
+const lockBehindProxy = (server: RedisServer.RedisServer, namespace: string, key: string, user?: string) =>
+  Effect.gen(function* () {
+    const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+    const url = user === undefined ? proxy.url : proxy.url.replace("redis://", `redis://${user}:pw@`)
+    const backend = yield* NodeRedisBackend.make({ url, connections: 1 })
+    const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
+      Effect.provideService(LockBackend, backend)
+    )
+    yield* lock.withLock(key, { waitTimeout: "2 seconds" })(Effect.void)
+    return { proxy, lock }
+  })
+
 /** A lock client whose backend lives as long as the test's scope. */
 const lockOn = (url: string, options: Lock.LockOptions = {}) =>
   Effect.flatMap(NodeRedisBackend.make({ url }), (backend) =>
@@ -145,14 +162,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
     it.live("a connection that goes silent while reported ready is replaced, and its locks work again", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-        // One connection, so every lock is on the one that goes silent.
-        const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
         const namespace = `nr-${Math.random().toString(36).slice(2, 8)}`
-        const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
-          Effect.provideService(LockBackend, backend)
-        )
-        yield* lock.withLock("quiet", { waitTimeout: "2 seconds" })(Effect.void)
+        const { lock, proxy } = yield* lockBehindProxy(server, namespace, "quiet")
         // node-redis reconnects on its own after a drop: the connection that goes silent below is its
         // second, with another id at the server than the first, and that is the one to close there.
         yield* proxy.closeAll
@@ -178,13 +189,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
     it.live("a silent connection's old id, given to another client after a server restart, is not killed", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-        const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
-        const lock = yield* Lock.make({
-          namespace: `nr-${Math.random().toString(36).slice(2, 8)}`,
-          leaseDuration: "3 seconds"
-        }).pipe(Effect.provideService(LockBackend, backend))
-        yield* lock.withLock("restarted", { waitTimeout: "2 seconds" })(Effect.void)
+        const { lock, proxy } = yield* lockBehindProxy(
+          server,
+          `nr-${Math.random().toString(36).slice(2, 8)}`,
+          "restarted"
+        )
         // Every id in use now, the lock's connections among them.
         const oldIds = idsOf(yield* server.command("CLIENT", "LIST"))
         // The lock's connection goes silent, and the server restarts without it noticing (the
@@ -218,13 +227,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         )
         assert.include(rules, "+client|id")
         yield* server.command("ACL", "SETUSER", "earlier", ...rules)
-        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-        const url = proxy.url.replace("redis://", "redis://earlier:pw@")
-        const backend = yield* NodeRedisBackend.make({ url, connections: 1 })
-        const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
-          Effect.provideService(LockBackend, backend)
-        )
-        yield* lock.withLock("earlier", { waitTimeout: "2 seconds" })(Effect.void)
+        const { lock, proxy } = yield* lockBehindProxy(server, namespace, "earlier", "earlier")
         yield* proxy.stallOpen
         const value = yield* Effect.succeed("answered").pipe(lock.withLock("earlier", { waitTimeout: "25 seconds" }))
         assert.strictEqual(value, "answered")
@@ -241,13 +244,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           // The documented standalone line without the two CLIENT subcommands.
           const rules = Acl.rules("standalone", namespace, "pw").filter((rule) => !rule.startsWith("+client|"))
           yield* server.command("ACL", "SETUSER", "plain", ...rules)
-          const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-          const url = proxy.url.replace("redis://", "redis://plain:pw@")
-          const backend = yield* NodeRedisBackend.make({ url, connections: 1 })
-          const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
-            Effect.provideService(LockBackend, backend)
-          )
-          yield* lock.withLock("kept", { waitTimeout: "2 seconds" })(Effect.void)
+          const { lock, proxy } = yield* lockBehindProxy(server, namespace, "kept", "plain")
           yield* proxy.stallOpen
           // The probe runs out after about 7.9 s; the connection cannot be closed at the server first, so
           // no new one is opened and the call waits out its budget, as it did before the watch existed.
@@ -260,13 +257,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
     it.live("a server that is slow, not silent, keeps its connection (DEBUG SLEEP longer than an attempt)", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-        const backend = yield* NodeRedisBackend.make({ url: proxy.url, connections: 1 })
-        const lock = yield* Lock.make({
-          namespace: `nr-${Math.random().toString(36).slice(2, 8)}`,
-          leaseDuration: "3 seconds"
-        }).pipe(Effect.provideService(LockBackend, backend))
-        yield* lock.withLock("slow", { waitTimeout: "2 seconds" })(Effect.void)
+        const { lock, proxy } = yield* lockBehindProxy(server, `nr-${Math.random().toString(36).slice(2, 8)}`, "slow")
         // The first attempt times out after the usable lease (2.85 s) and the connection is asked a
         // PING, which the server answers when it wakes, about 1.6 s later: within the 5 s it is given
         // (with a limit of 1 s it would be replaced, and this test fails).
