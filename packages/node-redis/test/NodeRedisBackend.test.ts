@@ -18,7 +18,7 @@ import * as Scripts from "../src/internal/scripts.ts"
 import * as Clients from "./clients.ts"
 
 /** The ids of the clients in a `CLIENT LIST` reply. */
-const idsOf = (list: unknown) => [...String(list).matchAll(/(?:^|\s)id=(\d+)/g)].map((m) => Number(m[1]))
+const idsOf = (list: unknown) => Faults.parseClientList(String(list)).map((fields) => Number(fields["id"]))
 
 /**
  * A lock client (3 s lease) on one connection through a fault proxy in front of `server`, so every
