@@ -44,6 +44,7 @@ import * as Renewals from "./internal/renewals.ts"
 import { acquireScoped } from "./internal/scoped.ts"
 import { makeSettings, positiveMillisResult, tryBudgetMillis } from "./internal/settings.ts"
 import { monotonicMillis, nowMillis } from "./internal/time.ts"
+import { newToken } from "./internal/token.ts"
 import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
 
 /**
@@ -207,7 +208,7 @@ export const make: <K = string>(
     queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
     metrics: Metrics.make(settings.namespace),
     // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
-    waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${Locked.newToken()}` : Locked.newToken()
+    waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken()
   }
   // Gave up behind another fiber of this client without a server attempt: its turn never came
   // (busy), or (`lastError`) that fiber's attempts are failing for want of a server (unavailable).

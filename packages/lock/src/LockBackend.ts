@@ -28,7 +28,7 @@ import type { LockRedisError } from "./LockError.ts"
 export interface LeaseRequest {
   /** The full Redis key, already namespaced and hash-tagged. */
   readonly key: string
-  /** The caller's random 128-bit token. */
+  /** The caller's token: no other call or waiter, of any process, has the same. */
   readonly token: string
   /** The lease to set, in milliseconds (acquire and renew). */
   readonly leaseMillis: number

@@ -30,6 +30,7 @@ import * as Renewals from "./renewals.ts"
 import * as Transfer from "./transfer.ts"
 import { invalid, render, type Settings } from "./settings.ts"
 import { monotonicMillis } from "./time.ts"
+import { newToken } from "./token.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
 
 /** What every call of one lock client shares. */
@@ -56,8 +57,6 @@ const lostExit = <E>(lost: LockLost, cause: Cause.Cause<E>): Exit.Exit<never, E 
           ...cause.reasons.filter((reason) => !Cause.isInterruptReason(reason))
         ])
       )
-
-export const newToken = (): string => globalThis.crypto.randomUUID()
 
 const transferredAttempt = { "lock.attempt": 0, "lock.attempt.result": "transferred" }
 const acquiredOutcome = { "lock.outcome": "acquired" }
