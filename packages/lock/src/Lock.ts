@@ -269,7 +269,7 @@ export const make: <K = string>(
                 restore
               ),
             // Another fiber of this client held or waited for the key the whole time.
-            timedOutBehind(redisKey.success, startedAt, trace)
+            () => timedOutBehind(redisKey.success, startedAt, trace)
           )
         )
       }),
@@ -305,12 +305,12 @@ export const make: <K = string>(
               ),
             // Another fiber of this client holds or waits for the key: busy, counted as such;
             // unless that fiber's attempts are failing for want of a server, which is no "busy".
-            Effect.suspend(() => {
+            () => {
               const unavailable = shared.queue.unavailable(redisKey.success)
               if (unavailable !== undefined) return timedOutBehind(redisKey.success, startedAt, trace, unavailable)
               annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
               return Effect.as(shared.metrics.busyInProcess, Option.none())
-            })
+            }
           )
         )
       })

@@ -54,8 +54,8 @@ export interface LocalQueue<G extends Grant> {
    * Runs `f` with the key's turn, waiting at most `budgetMillis` for it (`wait`) or not at all (`try`).
    * `f` is told whether it had to wait behind another fiber and what grant came with the turn, and
    * is given `passTurn`, which hands the turn on before `f` ends (at most once; the turn is passed
-   * on, without a grant, when `f` ends otherwise). `onMissed` runs instead when the turn was not had
-   * in time (or, for `try`, was taken).
+   * on, without a grant, when `f` ends otherwise). `onMissed` is built and run instead when the turn
+   * was not had in time (or, for `try`, was taken): built only then, since it rarely runs.
    *
    * The turn is taken, and its passing on registered, in one uninterruptible step, so no
    * interruption can come between them and leave the key's turn taken forever. `f` is called in
@@ -67,7 +67,7 @@ export interface LocalQueue<G extends Grant> {
     mode: "wait" | "try",
     budgetMillis: number,
     f: (waited: boolean, passTurn: PassTurn<G>, grant: G | undefined, restore: Restore) => Effect.Effect<A, E, R>,
-    onMissed: Effect.Effect<A, E, R>
+    onMissed: () => Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, R>
   /** Whether any fiber holds or waits for the key's turn (tests). */
   readonly isBusy: (key: string) => boolean
@@ -164,18 +164,20 @@ export const make = <G extends Grant>(abandon: (key: string, grant: G) => Effect
           // `f` is built inside `suspend`: a frame keeps the effect it wraps for as long as it is on
           // the stack, which here is the whole call, so an effect built out here would keep the
           // acquisition's closures alive while the body runs (about 2.4 KB a held lock).
-          return Effect.onExit(
+          // `onExitPrimitive`: a finalizer that answers `undefined` lets the exit pass straight on,
+          // three Effect steps fewer per call than `onExit` and its `Effect.void`.
+          return Effect.onExitPrimitive(
             Effect.suspend(() => f(false, passTurn, undefined, restore)),
             () => {
               passTurn()
-              return Effect.void
+              return undefined
             }
           )
         }
-        if (mode === "try") return restore(onMissed)
+        if (mode === "try") return restore(onMissed())
         const waiter: Waiter<G> = { handed: false, gone: false, grant: undefined, resume: undefined }
         return Effect.flatMap(restore(wait(key, turn, budgetMillis, waiter)), (had) => {
-          if (!had) return restore(onMissed)
+          if (!had) return restore(onMissed())
           const passTurn = passOnce(key, turn)
           const grant = waiter.grant
           waiter.grant = undefined

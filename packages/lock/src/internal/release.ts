@@ -104,12 +104,12 @@ const boundedFromNow = <A, B, C, E>(
  */
 const releaseAttempt =
   (backend: Backend, request: (timeoutMillis: number) => LeaseRequest, fence: number | undefined) =>
-  (timeoutMillis: number, retryAfterRun: boolean): Effect.Effect<boolean, LockRedisError> =>
-    backend.release(
-      retryAfterRun && fence !== undefined
-        ? { ...request(timeoutMillis), acknowledge: false, fence }
-        : { ...request(timeoutMillis), acknowledge: false }
-    )
+  (timeoutMillis: number, retryAfterRun: boolean): Effect.Effect<boolean, LockRedisError> => {
+    const asked = request(timeoutMillis)
+    if (retryAfterRun && fence !== undefined) return backend.release({ ...asked, acknowledge: false, fence })
+    // A locked call's own request already asks for no acknowledgement: sent as it is (every call).
+    return backend.release(asked.acknowledge ? { ...asked, acknowledge: false } : asked)
+  }
 
 /** Compare-and-delete within one second in all (see `withinReleaseBound`). */
 export const release = (
