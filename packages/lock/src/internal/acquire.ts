@@ -63,8 +63,8 @@ export interface AcquireParams {
    * the server, and releases wake it.
    */
   readonly waiterId?: string | undefined
-  /** Whether another fiber of the client waits for this key (it inherits the server registration). */
-  readonly hasSuccessor: () => boolean
+  /** The call that acquires: asked whether a successor inherits its registration, told how it ended. */
+  readonly caller: Caller
   /**
    * Told the failure its attempts keep retrying while the server does not answer, and `undefined`
    * once it answers or the acquisition ends (for `tryWithLock` calls of the same client, which must
@@ -75,8 +75,17 @@ export interface AcquireParams {
   readonly trace?: CallTrace | undefined
   /** The clock of the calling fiber, read directly on the hot path (an Effect step per read costs). */
   readonly clock: Clock.Clock
+}
+
+/**
+ * The call an acquisition is for. An object with methods rather than callbacks in the parameters:
+ * no closure is made for it per call (see `locked.ts`).
+ */
+export interface Caller {
+  /** Whether another fiber of the client waits for this key (it inherits the server registration). */
+  readonly hasSuccessor: () => boolean
   /** Told how the acquisition ended, and when (monotonic ms). */
-  readonly settled?: (exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
+  readonly settled: (exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
 }
 
 /** A waiter's registration, as an acquire request carries it. */
@@ -333,7 +342,7 @@ class Acquisition {
   /** How the acquisition ended: told to the caller, recorded on the span, and cleaned up after. */
   settle(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> | undefined {
     this.available()
-    this.params.settled?.(exit, monotonicMillis(this.clock))
+    this.params.caller.settled(exit, monotonicMillis(this.clock))
     if (this.params.trace !== undefined) annotate(this.params.trace, outcomeAttributes(exit))
     return this.cleanup(exit)
   }
@@ -348,7 +357,7 @@ class Acquisition {
     // within one second in all (one after the other they could take two): each is safe in either
     // order, since a release wakes the next waiter itself and leaving wakes one only if the key
     // is free.
-    if (!this.registered || this.wakeups === undefined || this.params.hasSuccessor()) return release
+    if (!this.registered || this.wakeups === undefined || this.params.caller.hasSuccessor()) return release
     const leave = this.wakeups.leave(this.key, this.waiter!.id, releaseTimeoutMillis)
     if (release === undefined) return leave
     return Effect.all([release, leave], { concurrency: "unbounded", discard: true })

@@ -20,7 +20,7 @@ import type * as KeyCodec from "../KeyCodec.ts"
 import { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
-import { acquire, type AcquireOutcome, type HeldLease } from "./acquire.ts"
+import { acquire, type AcquireOutcome, type Caller, type HeldLease } from "./acquire.ts"
 import { lockKey } from "./keys.ts"
 import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
@@ -115,175 +115,310 @@ export const runLocked = <A, E, R, B>(
   found: (value: A) => B,
   busy: Effect.Effect<B>,
   restore: LocalQueue.Restore
-): Effect.Effect<B, E | LockError, Exclude<R, Lease>> => {
-  const { backend, settings, metrics } = client
-  const { key, grant } = call
-  const token = grant === undefined ? newToken() : grant.token
-  // The token the lock is held with: the call's own, or the one a release granted it under.
-  let heldToken = token
-  // The fencing token the lock is held with, once held: a retried release's evidence (release.ts).
-  let heldFence: number | undefined
-  // When the lock was acquired (monotonic ms), recorded in the metrics once the body has started.
-  let acquiredAt = 0
-  // The lease the acquisition got, once it has got one.
-  let acquired: HeldLease | undefined
-  // Until when (monotonic ms) the lease could be relied on when the body ended.
-  let validUntil = Infinity
-  if (grant !== undefined) grant.claimed = true
-  // Built when it is to run (it starts when built): a grant may make it unnecessary.
-  const acquisition = () =>
-    acquire({
-      backend,
-      settings,
-      key,
-      token,
+): Effect.Effect<B, E | LockError, Exclude<R, Lease>> =>
+  new LockedCall(client, call, body as Effect.Effect<A, E>, found, busy, restore).start()
+
+/**
+ * One locked call's state, and its steps as methods: one object a call (and a held lock), where
+ * closures over the same state made most of a call's garbage and most of a held lock's heap.
+ *
+ * No closure made per call is kept in a field, here or in what the call hands on (the acquisition's
+ * `Caller` and the renewal's `Holder` are this object). V8 may start allocating such closures, and
+ * what holds them, straight in the old generation once enough of them survive a collection, and an
+ * old object keeps whatever it points to alive until a full collection: a `request` closure kept in
+ * a field here made every call three times dearer in garbage collection, and the callbacks in the
+ * acquisition's parameters did the same in some runs (docs/benchmarks-history.md, session 28).
+ */
+class LockedCall<A, E, B> implements Caller, Renewals.Holder {
+  readonly token: string
+  /** The token the lock is held with: the call's own, or the one a release granted it under. */
+  heldToken: string
+  /** The fencing token the lock is held with, once held: a retried release's evidence (release.ts). */
+  heldFence: number | undefined = undefined
+  /** When the lock was acquired (monotonic ms), recorded in the metrics once the body has started. */
+  acquiredAt = 0
+  /** The lease the acquisition got, once it has got one. */
+  acquired: HeldLease | undefined = undefined
+  /** Until when (monotonic ms) the lease could be relied on when the body ended. */
+  validUntil = Infinity
+  /** The lease the body is given, once held. */
+  lease: LeaseHandle | undefined = undefined
+  /** The body's fiber, once started. */
+  fiber: Fiber.Fiber<A, E> | undefined = undefined
+  /** The lease's entry in the client's renewal scheduler, once held. */
+  renewal: Renewals.Renewal | undefined = undefined
+
+  readonly client: Client
+  readonly call: Call
+  readonly body: Effect.Effect<A, E>
+  readonly found: (value: A) => B
+  readonly busy: Effect.Effect<B>
+  readonly restore: LocalQueue.Restore
+
+  constructor(
+    client: Client,
+    call: Call,
+    body: Effect.Effect<A, E>,
+    found: (value: A) => B,
+    busy: Effect.Effect<B>,
+    restore: LocalQueue.Restore
+  ) {
+    this.client = client
+    this.call = call
+    this.body = body
+    this.found = found
+    this.busy = busy
+    this.restore = restore
+    const grant = call.grant
+    this.token = grant === undefined ? newToken() : grant.token
+    this.heldToken = this.token
+    if (grant !== undefined) grant.claimed = true
+  }
+
+  start(): Effect.Effect<B, E | LockError> {
+    const grant = this.call.grant
+    const start = grant?.sentAt !== undefined ? this.transferred(grant.sentAt) : this.restore(this.acquisition())
+    return Effect.matchCauseEffect(start, {
+      onSuccess: (outcome: AcquireOutcome) => (outcome._tag === "Busy" ? this.busy : this.hold(outcome.lease)),
+      onFailure: (cause) => this.notAcquired(cause)
+    })
+  }
+
+  /** Built when it is to run (it starts when built): a grant may make it unnecessary. */
+  acquisition(): Effect.Effect<AcquireOutcome, LockError> {
+    const { client, call } = this
+    return acquire({
+      backend: client.backend,
+      settings: client.settings,
+      key: call.key,
+      token: this.token,
       startedAt: call.startedAt,
       deadline: call.deadline,
       mode: call.mode,
       waitedBehind: call.waitedBehind,
       // A transfer whose outcome is unknown: the key may hold this token already.
-      uncertain: grant !== undefined,
+      uncertain: call.grant !== undefined,
       waiterId: client.waiterId,
-      hasSuccessor: () => client.queue.hasWaiters(key),
+      caller: this,
       unavailable: client.queue.setUnavailable,
       trace: call.trace,
-      clock: call.clock,
-      settled: (exit, end) => {
-        // A lock that was acquired is counted once its body has started (see `hold`).
-        if (Exit.isSuccess(exit) && exit.value._tag === "Held") {
-          acquiredAt = end
-          acquired = exit.value.lease
-        } else metrics.acquisition(call.context, exit, call.startedAt, end)
-      }
+      clock: call.clock
     })
-  const request = (timeoutMillis: number): LeaseRequest => ({
-    key,
-    token: heldToken,
-    leaseMillis: settings.leaseMillis,
-    timeoutMillis,
-    acknowledge: false
-  })
-
-  const hold = (held: HeldLease): Effect.Effect<B, E | LockError, Exclude<R, Lease>> => {
-    heldToken = held.token
-    heldFence = held.fence
-    const lease = new LeaseHandle(key, settings.namespace, held.fence, heldToken, backend, client.renewals)
-    let fiber: Fiber.Fiber<A, E> | undefined
-    const renewal = Renewals.lease(settings, held, call.trace, (error) => {
-      lease.lose(error)
-      event(call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
-      fiber?.interruptUnsafe()
-    })
-    const mustStart = client.renewals.register(renewal)
-
-    const afterBody = (bodyExit: Exit.Exit<A, E>): Effect.Effect<B, E | LockError> => {
-      client.renewals.unregister(renewal)
-      validUntil = renewal.validUntil
-      const lost = lease.release()
-      const exit: Exit.Exit<A, E | LockLost> =
-        lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterrupts(bodyExit.cause)
-          ? lostExit(lost, bodyExit.cause)
-          : bodyExit
-      metrics.run(call.context, exit)
-      return finish(exit)
-    }
-
-    // The body starts at once, in its own fiber with the caller's context and the lease: a fiber
-    // made directly rather than with `Effect.forkChild`, which costs three Effect steps more per
-    // call. It is not the caller's child, so the caller waits for it and interrupts it itself,
-    // on every path below.
-    const run = (): Effect.Effect<B, E | LockError> => {
-      lease.renewal = renewal
-      const forked = Effect.runForkWith(Context.add(call.context, Lease, lease) as Context.Context<R>)(body)
-      fiber = forked
-      // Counted here rather than before the fork: metric updates are not free, and the body
-      // starting sooner is what a waiter handed the lock is waiting for.
-      metrics.acquired(call.context, call.startedAt, acquiredAt)
-      if (lease.lostWith !== undefined) forked.interruptUnsafe()
-      const done = forked.pollUnsafe()
-      if (done !== undefined) return afterBody(done)
-      return Effect.flatMap(Effect.exit(restore(Fiber.await(forked))), (awaited) =>
-        // Interrupted while the body ran: stop the body and wait for its finalizers. Only then does
-        // the call end the lease and start the release (built when it runs: its bound starts then).
-        Exit.isSuccess(awaited)
-          ? afterBody(awaited.value)
-          : Effect.andThen(
-              Fiber.interrupt(forked),
-              Effect.suspend(() => afterBody(Exit.failCause(awaited.cause)))
-            )
-      )
-    }
-    return mustStart ? Effect.andThen(client.renewals.start, Effect.suspend(run)) : run()
   }
 
-  const finish = (exit: Exit.Exit<A, E | LockLost>): Effect.Effect<B, E | LockError> =>
-    releaseAndPass((released) => {
-      event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
-      // The body's own failure or interruption (or LockLost from renewal) always wins over release.
-      if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
-      // A key found not ours by an attempt sent after the lease could have run out on the server,
-      // when the release began before that: the body ended within its lease, and the key may just
-      // have expired while the release was retried (a grant's short window, a short lease). That
-      // says nothing of the time the body ran, so it is not a loss: the lease freed the key.
-      if (released._tag === "NotOwner" && released.startedAt < validUntil && released.sentAt >= validUntil) {
-        return Effect.as(
-          Effect.logWarning(
-            `could not confirm the release of lock ${key}: its lease ran out while the release was retried, after the body completed within it`
-          ),
-          found(exit.value)
-        )
-      }
-      if (released._tag === "NotOwner") {
-        annotate(call.trace, {
-          "lock.outcome": "lost",
-          "lock.lost.phase": "release",
-          "lock.lost.reason": "ownership"
-        })
-        return Effect.andThen(
-          metrics.lost("release"),
-          Effect.fail(
-            new LockLost({
-              key,
-              namespace: settings.namespace,
-              phase: "release",
-              reason: "ownership",
-              bodyCompleted: true
-            })
-          )
-        )
-      }
-      if (released._tag === "Failed") {
-        const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
-        return Effect.as(
-          released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error),
-          found(exit.value)
-        )
-      }
-      return Effect.succeed(found(exit.value))
-    })
+  /** Whether another fiber of this client waits for the key (the acquisition's `Caller`). */
+  hasSuccessor(): boolean {
+    return this.client.queue.hasWaiters(this.call.key)
+  }
 
-  // With a backend that can transfer, a waiting fiber of this client gets the key without it
-  // ever being free: one round trip, and no other process can slip in (bounded, see transfer.ts).
-  // Otherwise, over an ordered backend, the next fiber of this client may ask for the key at once,
-  // right behind the release: its acquisition follows the release on the connection and finds the
-  // key free, one round trip after the body instead of two. The turn is handed on in a microtask,
-  // which runs once this fiber has sent the release and waits for its reply (a resumed fiber runs
-  // at once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
-  const releaseAndPass = (
+  /** How the acquisition ended (the acquisition's `Caller`). */
+  settled(exit: Exit.Exit<AcquireOutcome, unknown>, end: number): void {
+    // A lock that was acquired is counted once its body has started (see `hold`).
+    if (Exit.isSuccess(exit) && exit.value._tag === "Held") {
+      this.acquiredAt = end
+      this.acquired = exit.value.lease
+    } else this.client.metrics.acquisition(this.call.context, exit, this.call.startedAt, end)
+  }
+
+  /**
+   * A transfer that is known to have happened in time is held at once; otherwise (its outcome
+   * unknown, or its reply too late to rely on) this call acquires with the transferred token.
+   */
+  transferred(sentAt: number): Effect.Effect<AcquireOutcome, LockError> {
+    const { call } = this
+    const now = monotonicMillis(call.clock)
+    if (now >= sentAt + this.client.settings.usableLeaseMillis) return this.restore(this.acquisition())
+    event(call.trace, "lock.attempt", transferredAttempt)
+    annotate(call.trace, acquiredOutcome)
+    this.acquiredAt = now
+    return Effect.succeed({
+      _tag: "Held",
+      lease: { key: call.key, token: this.token, sentAt, fence: call.grant!.fence }
+    })
+  }
+
+  /**
+   * Interrupted as the acquisition succeeded (its success reached the end of the interruptible part
+   * together with the interruption): the lock is held, and nothing else would release it.
+   */
+  notAcquired(cause: Cause.Cause<LockError>): Effect.Effect<never, LockError> {
+    const acquired = this.acquired
+    if (acquired === undefined) return Effect.failCause(cause)
+    this.heldToken = acquired.token
+    return Effect.andThen(
+      releaseBounded(
+        this.client.backend,
+        this.releaseRequest(),
+        "an acquisition interrupted as it succeeded",
+        undefined,
+        acquired.fence
+      ),
+      Effect.failCause(cause)
+    )
+  }
+
+  request(timeoutMillis: number): LeaseRequest {
+    return {
+      key: this.call.key,
+      token: this.heldToken,
+      leaseMillis: this.client.settings.leaseMillis,
+      timeoutMillis,
+      acknowledge: false
+    }
+  }
+
+  /** `request` as a function, for a release: made when asked for, never kept in a field (see above). */
+  releaseRequest(): (timeoutMillis: number) => LeaseRequest {
+    return (timeoutMillis) => this.request(timeoutMillis)
+  }
+
+  hold(held: HeldLease): Effect.Effect<B, E | LockError> {
+    const { client, call } = this
+    this.heldToken = held.token
+    this.heldFence = held.fence
+    const lease = new LeaseHandle(
+      call.key,
+      client.settings.namespace,
+      held.fence,
+      held.token,
+      client.backend,
+      client.renewals
+    )
+    this.lease = lease
+    const renewal = Renewals.lease(client.settings, held, call.trace, this)
+    this.renewal = renewal
+    const mustStart = client.renewals.register(renewal)
+    return mustStart
+      ? Effect.andThen(
+          client.renewals.start,
+          Effect.suspend(() => this.run())
+        )
+      : this.run()
+  }
+
+  /** The renewal found the lock lost (the lease's `Holder`): the lease says so, and the body is stopped. */
+  lost(error: LockLost): void {
+    this.lease!.lose(error)
+    event(this.call.trace, "lock.lost", { "lock.lost.phase": error.phase, "lock.lost.reason": error.reason })
+    this.fiber?.interruptUnsafe()
+  }
+
+  /**
+   * The body starts at once, in its own fiber with the caller's context and the lease: a fiber made
+   * directly rather than with `Effect.forkChild`, which costs three Effect steps more per call. It is
+   * not the caller's child, so the caller waits for it and interrupts it itself, on every path below.
+   */
+  run(): Effect.Effect<B, E | LockError> {
+    const { call } = this
+    const lease = this.lease!
+    lease.renewal = this.renewal
+    const forked = Effect.runForkWith(Context.add(call.context, Lease, lease) as Context.Context<never>)(this.body)
+    this.fiber = forked
+    // Counted here rather than before the fork: metric updates are not free, and the body
+    // starting sooner is what a waiter handed the lock is waiting for.
+    this.client.metrics.acquired(call.context, call.startedAt, this.acquiredAt)
+    if (lease.lostWith !== undefined) forked.interruptUnsafe()
+    const done = forked.pollUnsafe()
+    if (done !== undefined) return this.afterBody(done)
+    return Effect.flatMap(Effect.exit(this.restore(Fiber.await(forked))), (awaited) =>
+      // Interrupted while the body ran: stop the body and wait for its finalizers. Only then does
+      // the call end the lease and start the release (built when it runs: its bound starts then).
+      Exit.isSuccess(awaited)
+        ? this.afterBody(awaited.value)
+        : Effect.andThen(
+            Fiber.interrupt(forked),
+            Effect.suspend(() => this.afterBody(Exit.failCause(awaited.cause)))
+          )
+    )
+  }
+
+  afterBody(bodyExit: Exit.Exit<A, E>): Effect.Effect<B, E | LockError> {
+    const renewal = this.renewal!
+    this.client.renewals.unregister(renewal)
+    this.validUntil = renewal.validUntil
+    const lost = this.lease!.release()
+    const exit: Exit.Exit<A, E | LockLost> =
+      lost !== undefined && Exit.isFailure(bodyExit) && Cause.hasInterrupts(bodyExit.cause)
+        ? lostExit(lost, bodyExit.cause)
+        : bodyExit
+    this.client.metrics.run(this.call.context, exit)
+    return this.releaseAndPass((released) => this.finish(exit, released))
+  }
+
+  finish(exit: Exit.Exit<A, E | LockLost>, released: ReleaseOutcome): Effect.Effect<B, E | LockError> {
+    const { call } = this
+    const key = call.key
+    event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
+    // The body's own failure or interruption (or LockLost from renewal) always wins over release.
+    if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
+    // A key found not ours by an attempt sent after the lease could have run out on the server,
+    // when the release began before that: the body ended within its lease, and the key may just
+    // have expired while the release was retried (a grant's short window, a short lease). That
+    // says nothing of the time the body ran, so it is not a loss: the lease freed the key.
+    if (released._tag === "NotOwner" && released.startedAt < this.validUntil && released.sentAt >= this.validUntil) {
+      return Effect.as(
+        Effect.logWarning(
+          `could not confirm the release of lock ${key}: its lease ran out while the release was retried, after the body completed within it`
+        ),
+        this.found(exit.value)
+      )
+    }
+    if (released._tag === "NotOwner") {
+      annotate(call.trace, {
+        "lock.outcome": "lost",
+        "lock.lost.phase": "release",
+        "lock.lost.reason": "ownership"
+      })
+      return Effect.andThen(
+        this.client.metrics.lost("release"),
+        Effect.fail(
+          new LockLost({
+            key,
+            namespace: this.client.settings.namespace,
+            phase: "release",
+            reason: "ownership",
+            bodyCompleted: true
+          })
+        )
+      )
+    }
+    if (released._tag === "Failed") {
+      const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
+      return Effect.as(
+        released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error),
+        this.found(exit.value)
+      )
+    }
+    return Effect.succeed(this.found(exit.value))
+  }
+
+  /**
+   * With a backend that can transfer, a waiting fiber of this client gets the key without it ever
+   * being free: one round trip, and no other process can slip in (bounded, see transfer.ts).
+   * Otherwise, over an ordered backend, the next fiber of this client may ask for the key at once,
+   * right behind the release: its acquisition follows the release on the connection and finds the
+   * key free, one round trip after the body instead of two. The turn is handed on in a microtask,
+   * which runs once this fiber has sent the release and waits for its reply (a resumed fiber runs
+   * at once, inside `resume`: handed on here, the next fiber would send first and find the key busy).
+   */
+  releaseAndPass(
     after: (released: ReleaseOutcome) => Effect.Effect<B, E | LockError>
-  ): Effect.Effect<B, E | LockError> => {
+  ): Effect.Effect<B, E | LockError> {
+    const { client, call } = this
+    const { backend, queue } = client
+    const key = call.key
     const passTurn = call.passTurn
-    if (passTurn === undefined) return releaseNow(backend, request, heldFence, call.clock, after)
+    if (passTurn === undefined) return releaseNow(backend, this.releaseRequest(), this.heldFence, call.clock, after)
     const transfer = backend.transfer
-    if (transfer !== undefined && Transfer.mayTransfer(client.queue, key)) {
+    if (transfer !== undefined && Transfer.mayTransfer(queue, key)) {
       return Effect.flatMap(
         Transfer.handOn({
           backend,
           transfer,
-          settings,
-          queue: client.queue,
+          settings: client.settings,
+          queue,
           key,
-          token: heldToken,
+          token: this.heldToken,
           waiterId: client.waiterId,
           passTurn,
           newToken
@@ -291,34 +426,8 @@ export const runLocked = <A, E, R, B>(
         after
       )
     }
-    client.queue.setStreak(key, 0)
-    if (backend.ordered === true && client.queue.hasWaiters(key)) queueMicrotask(passTurn)
-    return releaseNow(backend, request, heldFence, call.clock, after)
+    queue.setStreak(key, 0)
+    if (backend.ordered === true && queue.hasWaiters(key)) queueMicrotask(passTurn)
+    return releaseNow(backend, this.releaseRequest(), this.heldFence, call.clock, after)
   }
-
-  // A transfer that is known to have happened in time is held at once; otherwise (its outcome
-  // unknown, or its reply too late to rely on) this call acquires with the transferred token.
-  const transferred = (sentAt: number): Effect.Effect<AcquireOutcome, LockError> => {
-    const now = monotonicMillis(call.clock)
-    if (now >= sentAt + settings.usableLeaseMillis) return restore(acquisition())
-    event(call.trace, "lock.attempt", transferredAttempt)
-    annotate(call.trace, acquiredOutcome)
-    acquiredAt = now
-    return Effect.succeed({ _tag: "Held", lease: { key, token, sentAt, fence: grant!.fence } })
-  }
-  const start = grant?.sentAt !== undefined ? transferred(grant.sentAt) : restore(acquisition())
-
-  return Effect.matchCauseEffect(start, {
-    onSuccess: (outcome: AcquireOutcome) => (outcome._tag === "Busy" ? busy : hold(outcome.lease)),
-    // Interrupted as the acquisition succeeded (its success reached the end of the interruptible
-    // part together with the interruption): the lock is held, and nothing else would release it.
-    onFailure: (cause) => {
-      if (acquired === undefined) return Effect.failCause(cause)
-      heldToken = acquired.token
-      return Effect.andThen(
-        releaseBounded(backend, request, "an acquisition interrupted as it succeeded", undefined, acquired.fence),
-        Effect.failCause(cause)
-      )
-    }
-  })
 }

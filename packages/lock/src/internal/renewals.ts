@@ -11,7 +11,7 @@
 // shortens it and never stretches it. The scheduler wakes at each lease's end of validity too, so a
 // batch that never returns loses each lease exactly when its usable lease is spent, and a reply that
 // arrives after that instant loses that lease only. A temporary failure is retried with short
-// backoff while the lease's usable time lasts. Loss is reported through the lease's `onLost`, which
+// backoff while the lease's usable time lasts. Loss is reported to the lease's holder (`lost`), which
 // interrupts its body; if the scheduler itself ever stops with leases still registered, every one of
 // them is lost rather than silently left unrenewed.
 import * as Deferred from "effect/Deferred"
@@ -38,7 +38,7 @@ export const lease = (
     readonly leaseMillis?: number | undefined
   },
   trace: CallTrace | undefined,
-  onLost: (error: LockLost) => void
+  holder: Holder
 ): Renewal => ({
   key: held.key,
   token: held.token,
@@ -50,8 +50,16 @@ export const lease = (
   inFlight: false,
   lastError: undefined,
   active: true,
-  onLost
+  holder
 })
+
+/**
+ * Who holds a lease: told when the lease is lost. An object with a method rather than a callback, so
+ * a held lock keeps no closure of its own here (see `locked.ts`).
+ */
+export interface Holder {
+  readonly lost: (error: LockLost) => void
+}
 
 /** One held lease, as the scheduler tracks it. */
 export interface Renewal {
@@ -68,7 +76,7 @@ export interface Renewal {
   lastError: LockRedisError | undefined
   /** False once unregistered or lost: late replies for it are ignored. */
   active: boolean
-  readonly onLost: (error: LockLost) => void
+  readonly holder: Holder
 }
 
 export interface Renewals {
@@ -83,7 +91,7 @@ export interface Renewals {
   readonly unregister: (renewal: Renewal) => void
   /**
    * Reports a loss found outside the scheduler (a lease check the server answered "not held"), as
-   * a failed renewal would: the lease stops renewing and its `onLost` runs. Ignored once inactive.
+   * a failed renewal would: the lease stops renewing and its holder is told. Ignored once inactive.
    */
   readonly lose: (renewal: Renewal, reason: "ownership") => void
   /** How many leases are being renewed (tests and metrics). */
@@ -118,7 +126,7 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
     if (!renewal.active) return
     renewal.active = false
     leases.delete(renewal)
-    renewal.onLost(
+    renewal.holder.lost(
       new LockLost({
         key: renewal.key,
         namespace: settings.namespace,
