@@ -11,6 +11,9 @@ export interface Figures {
   readonly perSecond: number
   /** Node CPU (user + system, all worker processes) per cycle or acquisition, microseconds. */
   readonly cpuMicrosPer: number
+  /** Uncontended: the collector's time per cycle (us), and full collections in the window (gc.ts). */
+  readonly gcMicrosPer: number
+  readonly fullGcs: number
   /** The server's CPU (user + system) per cycle or acquisition, microseconds. */
   readonly serverCpuMicrosPer: number
   /** Server command calls per cycle or acquisition (scripts' inner calls included). */
@@ -43,6 +46,8 @@ export interface Figures {
 const empty: Figures = {
   perSecond: Number.NaN,
   cpuMicrosPer: Number.NaN,
+  gcMicrosPer: Number.NaN,
+  fullGcs: Number.NaN,
   serverCpuMicrosPer: Number.NaN,
   callsPer: Number.NaN,
   requestsPer: Number.NaN,
@@ -115,6 +120,8 @@ export const figures = (run: Measured, workers: ReadonlyArray<number>): Figures 
       ...callFigures(run.calls, cycles),
       perSecond: (cycles * 1000) / elapsed,
       cpuMicrosPer: cpu / cycles,
+      gcMicrosPer: (sum(uncontended.map((r) => r.gcMillis)) * 1000) / cycles,
+      fullGcs: sum(uncontended.map((r) => r.fullGcs)),
       serverCpuMicrosPer: run.serverCpuMicros / cycles,
       failures: sum(uncontended.map((r) => r.failures))
     }

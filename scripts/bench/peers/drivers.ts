@@ -2,6 +2,7 @@
 // library only supplies `withLock`; the loops, timestamps and CPU readings are the same code for all.
 // @sage/lock runs the same workloads written in Effect (sage.ts), as its users would write them.
 import { clockMillis } from "./clock.ts"
+import { watchGc } from "./gc.ts"
 import type { AcquisitionRecord, Result, Workload } from "./protocol.ts"
 import * as Requests from "./requests.ts"
 
@@ -56,6 +57,7 @@ export const uncontended = async (
   until: number
 ): Promise<Result> => {
   const count = { cycles: 0, failures: 0 }
+  const gc = watchGc()
   const cpu = process.cpuUsage()
   const start = clockMillis()
   await Promise.all(range(options.concurrency).map((i) => loopUntil(lock, `${options.prefix}:${i}`, until, count)))
@@ -64,6 +66,7 @@ export const uncontended = async (
     cycles: count.cycles,
     elapsedMillis: clockMillis() - start,
     cpuMicros: cpuMicros(cpu),
+    ...gc(),
     failures: count.failures
   }
 }

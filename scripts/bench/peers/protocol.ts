@@ -69,6 +69,9 @@ export const Result = Schema.Union([
     cycles: Schema.Int,
     elapsedMillis: Schema.Finite,
     cpuMicros: Schema.Finite,
+    /** Garbage collection in the window (gc.ts): the collector's time, and full collections. */
+    gcMillis: Schema.Finite,
+    fullGcs: Schema.Int,
     /** Calls that timed out or reported a loss: none expected. */
     failures: Schema.Int
   }),

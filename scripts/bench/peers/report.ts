@@ -55,6 +55,8 @@ export const uncontendedTable = (entry: Collected): string =>
       "rounds' range",
       "CPU us/cycle",
       "vs baseline",
+      "GC us/cycle",
+      "full GCs (max of rounds)",
       "server CPU us/cycle",
       "vs baseline",
       "server calls/cycle",
@@ -71,6 +73,11 @@ export const uncontendedTable = (entry: Collected): string =>
         spread(entry, library, perSecondOf),
         fixed(medianOf(s, cpuOf), 0),
         times(ratioOf(s, cpuOf)),
+        fixed(
+          medianOf(s, (f) => f.gcMicrosPer),
+          2
+        ),
+        count(Math.max(...entry.runs[library].map((f) => f.fullGcs))),
         fixed(medianOf(s, serverCpuOf), 1),
         times(ratioOf(s, serverCpuOf)),
         fixed(

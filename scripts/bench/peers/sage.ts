@@ -21,6 +21,7 @@ import {
   type Runner
 } from "./drivers.ts"
 import { clockMillis } from "./clock.ts"
+import { watchGc } from "./gc.ts"
 import type { AcquisitionRecord, Result, Workload } from "./protocol.ts"
 import * as Requests from "./requests.ts"
 
@@ -45,6 +46,7 @@ const uncontended = (lock: Client, options: { readonly prefix: string; readonly 
   Effect.gen(function* () {
     let cycles = 0
     let failures = 0
+    const gc = watchGc()
     const cpu = process.cpuUsage()
     const start = clockMillis()
     yield* Effect.forEach(
@@ -64,6 +66,7 @@ const uncontended = (lock: Client, options: { readonly prefix: string; readonly 
       cycles,
       elapsedMillis: clockMillis() - start,
       cpuMicros: cpuMicros(cpu),
+      ...gc(),
       failures
     } satisfies Result
   })
