@@ -71,12 +71,14 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             // Then acquire, release and leave defined their queue helpers after the uncontended path
             // (one closure a run instead of four): the same statements in the same order, so they
             // run beside the previous ones.
-            "2e5f103c0bd7abf50c7347f29592213ff8f6a2cf",
+            // Then the scripts that issue fencing tokens wrote the time floor and the retention as
+            // text instead of Lua numbers: the same digits in the fence key, the same replies.
+            "c340ee2bf90e8ec31af589e2195e6c623577cf24",
             "df08c2eb6936eac8735f349b742325f1be674684",
-            "6b565df2045fc6131e738ff771d736fd02e55a23",
-            "ec8b008ffede76e4ecab6a82f01e0a927c7b323e",
+            "5dd10c8235f15c507f64367b812efeff10c4fbc9",
+            "12e0c1db266ec54a986e2e461975cff34db6116e",
             "9c346623336aaccfd9b5fccb377fdf9e7628878f",
-            "e70a4940636175845e219fd06df738e3e9d83389",
+            "8066793c08ab050517e526e7b07f00f7e1450e82",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
             "a5dff1341ed034bb90aa111abe5b1f4197a9f74e"
           ]
@@ -129,6 +131,54 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         if (last._tag === "Transferred") assert.isFalse(last.othersWaiting)
         assert.isTrue(yield* backend.release({ ...base, token: "d" }))
       })
+    )
+
+    it.live(
+      "fencing tokens: the server's microseconds as written, the last token + 1 when the clock is behind it",
+      () =>
+        Effect.gen(function* () {
+          const server = yield* RedisServer.start({ flavor })
+          const backend = yield* NodeRedisBackend.make({ url: server.url })
+          const key = LockScripts.lockKey("nr-fence", "k")
+          const fenceKey = LockScripts.fenceKey(key)
+          const base = { key, leaseMillis: 10_000, timeoutMillis: 2_000, acknowledge: false }
+          const serverMicros = Effect.map(server.command("TIME"), (reply) => {
+            const [seconds, micros] = reply as ReadonlyArray<string>
+            return Number(seconds) * 1_000_000 + Number(micros)
+          })
+          const grant = (token: string) =>
+            Effect.flatMap(backend.acquire({ ...base, token }), (reply) =>
+              reply._tag === "Acquired" ? Effect.succeed(reply.fence) : Effect.die(`not acquired: ${reply._tag}`)
+            )
+          // No fence key: the token is the server's time in microseconds, stored exactly. The script
+          // writes it from TIME's two replies, so the microseconds below 100,000 (padded to six digits)
+          // must turn up: the loop runs until one has, and each token must lie between two readings.
+          let padded = 0
+          for (let i = 0; i < 5_000 && padded < 3; i++) {
+            yield* server.command("DEL", fenceKey)
+            const before = yield* serverMicros
+            const fence = yield* grant(`t${i}`)
+            const after = yield* serverMicros
+            assert.isAtLeast(fence, before, "not before the server's time")
+            assert.isAtMost(fence, after, "not after the server's time")
+            assert.strictEqual(yield* server.command("GET", fenceKey), String(fence), "stored exactly")
+            assert.isTrue(yield* backend.release({ ...base, token: `t${i}` }))
+            if (fence % 1_000_000 < 100_000) padded++
+          }
+          assert.strictEqual(padded, 3, "tokens with fewer than six digits of microseconds were issued")
+          // A fence key ahead of the server's clock (a token issued by a node whose clock ran ahead):
+          // the next token is one above it, still exact near 2^53.
+          yield* server.command("SET", fenceKey, "9000000000000000")
+          assert.strictEqual(yield* grant("ahead"), 9_000_000_000_000_001)
+          assert.strictEqual(yield* server.command("GET", fenceKey), "9000000000000001")
+          assert.isTrue(yield* backend.release({ ...base, token: "ahead" }))
+          // A fence key holding something other than a number counts as no token issued.
+          yield* server.command("SET", fenceKey, "not a number")
+          const before = yield* serverMicros
+          const fence = yield* grant("garbage")
+          assert.isAtLeast(fence, before)
+          assert.strictEqual(yield* server.command("GET", fenceKey), String(fence))
+        })
     )
 
     it.live("a lost reply to a successful acquisition does not look busy to its own retry", () =>
