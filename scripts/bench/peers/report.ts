@@ -55,6 +55,7 @@ export const uncontendedTable = (entry: Collected): string =>
       "rounds' range",
       "CPU us/cycle",
       "vs baseline",
+      "CPU rounds' range",
       "GC us/cycle",
       "full GCs (max of rounds)",
       "server CPU us/cycle",
@@ -73,6 +74,7 @@ export const uncontendedTable = (entry: Collected): string =>
         spread(entry, library, perSecondOf),
         fixed(medianOf(s, cpuOf), 0),
         times(ratioOf(s, cpuOf)),
+        spread(entry, library, cpuOf),
         fixed(
           medianOf(s, (f) => f.gcMicrosPer),
           2
