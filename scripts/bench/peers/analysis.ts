@@ -38,6 +38,8 @@ export interface Figures {
   readonly held: number
   readonly acquireMillis: number
   readonly cpuPercent: number
+  /** Held locks: the collector's time in the CPU window, as a percentage of one core (part of `cpuPercent`). */
+  readonly gcPercent: number
   /** Held locks: heap kept per held lock (bytes), and the full collection after acquiring them (ms of CPU). */
   readonly heapBytesPer: number
   readonly collectMillis: number
@@ -63,6 +65,7 @@ const empty: Figures = {
   held: Number.NaN,
   acquireMillis: Number.NaN,
   cpuPercent: Number.NaN,
+  gcPercent: Number.NaN,
   heapBytesPer: Number.NaN,
   collectMillis: Number.NaN
 }
@@ -146,6 +149,8 @@ export const figures = (run: Measured, workers: ReadonlyArray<number>): Figures 
     lost: sum(held.map((r) => r.lost)),
     acquireMillis: Math.max(...held.map((r) => r.acquireMillis)),
     cpuPercent: (100 * cpu) / (1000 * Math.max(...held.map((r) => r.holdMillis))),
+    gcPercent: (100 * sum(held.map((r) => r.gcMillis))) / Math.max(...held.map((r) => r.holdMillis)),
+    fullGcs: sum(held.map((r) => r.fullGcs)),
     heapBytesPer: sum(held.map((r) => r.heapBytes)) / sum(held.map((r) => r.acquired)),
     collectMillis: sum(held.map((r) => r.collectMicros)) / 1000
   }

@@ -180,11 +180,13 @@ export const held = async (
   const acquireMillis = clockMillis() - start
   const collected = collectGarbage()
   await sleep(settleMillis)
+  const gc = watchGc()
   const cpu = process.cpuUsage()
   const windowStart = clockMillis()
   await sleep(options.holdMillis)
   const cpuUsed = cpuMicros(cpu)
   const holdMillis = clockMillis() - windowStart
+  const collections = gc()
   release.open()
   await Promise.all(calls)
   return {
@@ -194,6 +196,7 @@ export const held = async (
     acquireMillis,
     holdMillis,
     cpuMicros: cpuUsed,
+    ...collections,
     heapBytes: collected.heapUsed - heapBefore,
     collectMicros: collected.cpuMicros,
     lost

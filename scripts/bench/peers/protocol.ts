@@ -90,6 +90,9 @@ export const Result = Schema.Union([
     /** The window measured for CPU: all locks held, nothing else happening but renewal. */
     holdMillis: Schema.Finite,
     cpuMicros: Schema.Finite,
+    /** Garbage collection in that window (gc.ts): the collector's time, and full collections. */
+    gcMillis: Schema.Finite,
+    fullGcs: Schema.Int,
     /** Heap in use once all were held, less the heap before the first acquisition (both after a full collection). */
     heapBytes: Schema.Finite,
     /** CPU of the full collection right after all were held, before the window (drivers.ts `collectGarbage`). */

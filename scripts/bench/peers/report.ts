@@ -164,6 +164,8 @@ export const heldTable = (entries: ReadonlyArray<Collected>): string =>
       "Node CPU %",
       "vs baseline",
       "rounds' range",
+      "of which GC %",
+      "full GCs (max of rounds)",
       "heap bytes/lock",
       "collection after acquiring, ms",
       "lost",
@@ -185,6 +187,11 @@ export const heldTable = (entries: ReadonlyArray<Collected>): string =>
           ),
           times(ratioOf(s, (f) => f.cpuPercent)),
           spread(entry, library, (f) => f.cpuPercent),
+          fixed(
+            medianOf(s, (f) => f.gcPercent),
+            2
+          ),
+          count(Math.max(...entry.runs[library].map((f) => f.fullGcs))),
           count(medianOf(s, (f) => f.heapBytesPer)),
           fixed(
             medianOf(s, (f) => f.collectMillis),

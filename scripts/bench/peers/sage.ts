@@ -154,11 +154,13 @@ const held = (
     const acquireMillis = clockMillis() - start
     const collected = collectGarbage()
     yield* Effect.sleep(settleMillis)
+    const gc = watchGc()
     const cpu = process.cpuUsage()
     const windowStart = clockMillis()
     yield* Effect.sleep(options.holdMillis)
     const cpuUsed = cpuMicros(cpu)
     const holdMillis = clockMillis() - windowStart
+    const collections = gc()
     yield* Deferred.succeed(release, undefined)
     yield* Fiber.join(calls)
     return {
@@ -168,6 +170,7 @@ const held = (
       acquireMillis,
       holdMillis,
       cpuMicros: cpuUsed,
+      ...collections,
       heapBytes: collected.heapUsed - heapBefore,
       collectMicros: collected.cpuMicros,
       lost
