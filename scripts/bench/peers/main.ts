@@ -24,7 +24,7 @@ class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly mes
 const usage = `usage: node bench/peers/main.ts [--quick]
   Starts one loopback redis-server, runs the peers workloads on @sage/lock, redlock 5,
   @sesamecare-oss/redlock, redis-semaphore, a node-redis baseline and that baseline with
-  @sage/lock's scripts, and prints Markdown tables to stdout. About 11 minutes; --quick runs every workload and library once with tiny sizes (under a
+  @sage/lock's scripts, and prints Markdown tables to stdout. About 12 minutes; --quick runs every workload and library once with tiny sizes (under a
   minute, a smoke test, not a measurement).`
 
 const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "18 minutes")
@@ -73,7 +73,7 @@ const program = Effect.gen(function* () {
         (counters) => Effect.promise(() => counters.close())
       )
       const processes = yield* Effect.acquireRelease(
-        Effect.sync(() => Processes.make(server.url, counters.read)),
+        Effect.sync(() => Processes.make(server.url, counters.read, () => server.pid)),
         (processes) => Effect.promise(() => processes.stopAll())
       )
       const collected = yield* Effect.tryPromise({
@@ -115,7 +115,8 @@ const program = Effect.gen(function* () {
     "",
     "## Headline: ratios to the node-redis baseline",
     "",
-    "Uncontended columns: c1/c64 = concurrency 1/64. Contended: 8 workers, 1 ms hold, 10 ms think, " +
+    "Uncontended columns: c1/c64 = concurrency 1/64; c1 on one CPU = the library's process and the server " +
+      "both on the first CPU. Contended: 8 workers, 1 ms hold, 10 ms think, " +
       "1p/4p = in 1/4 processes. least/mean and held figures are plain values, not ratios.",
     "",
     Report.headlineTable(collected.collected),
@@ -123,6 +124,7 @@ const program = Effect.gen(function* () {
     "## Workloads",
     "",
     ...byId("uncontended-1").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
+    ...byId("uncontended-1-onecpu").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
     ...byId("uncontended-64").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
     ...collected.collected
       .filter((entry) => entry.workload.kind === "contended")

@@ -74,20 +74,28 @@ export interface Workload {
   readonly resultTimeoutMillis: number
   /** Global worker ids (contended), for fairness. */
   readonly workers: ReadonlyArray<number>
+  /**
+   * Whether the library's processes and the server run on one CPU (the first) for this workload, to
+   * take the processors' cross wake-ups out of a cycle (see affinity.ts); every other workload runs on all.
+   */
+  readonly oneCpu: boolean
   /** One job per process; `namespace` is unique to the run. */
   readonly jobs: (namespace: string) => ReadonlyArray<Job>
 }
 
 const range = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)
 
-const uncontended = (plan: Plan, concurrency: number): Workload => ({
-  id: `uncontended-${concurrency}`,
+const uncontended = (plan: Plan, concurrency: number, oneCpu = false): Workload => ({
+  id: `uncontended-${concurrency}${oneCpu ? "-onecpu" : ""}`,
   kind: "uncontended",
-  title: `Uncontended, concurrency ${concurrency}: ${concurrency} loop(s) in one process, each on its own key`,
+  title:
+    `Uncontended, concurrency ${concurrency}: ${concurrency} loop(s) in one process, each on its own key` +
+    (oneCpu ? "; the process and the server on one CPU" : ""),
   rounds: plan.rounds,
   durationMillis: plan.uncontended.durationMillis,
   resultTimeoutMillis: 30_000,
   workers: [],
+  oneCpu,
   jobs: (namespace) => [
     {
       namespace,
@@ -110,6 +118,7 @@ const contended = (plan: Plan, processes: number, thinkMillis: number): Workload
     durationMillis: plan.contended.durationMillis,
     resultTimeoutMillis: 30_000,
     workers,
+    oneCpu: false,
     jobs: (namespace) =>
       range(processes).map((p) => ({
         namespace,
@@ -134,6 +143,7 @@ const held = (plan: Plan, count: number, rounds: number): Workload => ({
   durationMillis: 0,
   resultTimeoutMillis: plan.held.acquireBudgetMillis + plan.held.holdMillis + 60_000,
   workers: [],
+  oneCpu: false,
   jobs: (namespace) => [
     {
       namespace,
@@ -151,6 +161,7 @@ const held = (plan: Plan, count: number, rounds: number): Workload => ({
 /** The workloads that run `rounds` times, in this order within a round. */
 export const cheap = (plan: Plan): ReadonlyArray<Workload> => [
   uncontended(plan, 1),
+  uncontended(plan, 1, true),
   uncontended(plan, 64),
   contended(plan, 1, 10),
   contended(plan, 1, 0),

@@ -8,6 +8,7 @@ import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Affinity from "./affinity.ts"
 import { clockMillis } from "./clock.ts"
 import type { Snapshot } from "./counters.ts"
 import {
@@ -117,17 +118,19 @@ export interface Processes {
   /**
    * Runs `jobs[i]` on process i of `library` (starting processes as needed), all in one window of
    * `durationMillis`; results may take `resultTimeoutMillis` after the window (held locks run past it).
+   * With `oneCpu`, the processes and the server run on the first CPU from before the warm-up until
+   * the results are in, then on all again; `undefined` when they could not be pinned (nothing ran).
    */
   readonly measure: (
     library: Library,
     jobs: ReadonlyArray<Job>,
-    options: { readonly durationMillis: number; readonly resultTimeoutMillis: number }
-  ) => Promise<Measured>
+    options: { readonly durationMillis: number; readonly resultTimeoutMillis: number; readonly oneCpu: boolean }
+  ) => Promise<Measured | undefined>
   /** Ends every process: stdin closes, and SIGKILL follows for any still running after a grace period. */
   readonly stopAll: () => Promise<void>
 }
 
-export const make = (url: string, counters: () => Promise<Snapshot>): Processes => {
+export const make = (url: string, counters: () => Promise<Snapshot>, serverPid: () => number): Processes => {
   const pools = new Map<Library, Array<Worker>>()
   const workersOf = (library: Library, count: number): Array<Worker> => {
     const pool = pools.get(library) ?? []
@@ -136,8 +139,13 @@ export const make = (url: string, counters: () => Promise<Snapshot>): Processes 
     return pool.slice(0, count)
   }
 
-  const measure: Processes["measure"] = async (library, jobs, options) => {
-    const workers = workersOf(library, jobs.length)
+  // One measured run over processes already on the CPUs they should use.
+  const measureOn = async (
+    library: Library,
+    workers: ReadonlyArray<Worker>,
+    jobs: ReadonlyArray<Job>,
+    options: { readonly durationMillis: number; readonly resultTimeoutMillis: number }
+  ): Promise<Measured> => {
     workers.forEach((worker, i) => worker.send({ _tag: "prepare", job: jobs[i]! }))
     await withTimeout(
       Promise.all(workers.map((worker) => expect(worker, "ready"))),
@@ -162,6 +170,17 @@ export const make = (url: string, counters: () => Promise<Snapshot>): Processes 
       serverCpuMicros: after.cpuMicros - before.cpuMicros,
       from,
       until
+    }
+  }
+
+  const measure: Processes["measure"] = async (library, jobs, options) => {
+    const workers = workersOf(library, jobs.length)
+    if (!options.oneCpu) return measureOn(library, workers, jobs, options)
+    const pids = [serverPid(), ...workers.map((worker) => worker.child.pid ?? -1)]
+    try {
+      return Affinity.setCpus(pids, "0") ? await measureOn(library, workers, jobs, options) : undefined
+    } finally {
+      Affinity.setCpus(pids, Affinity.allCpus())
     }
   }
 

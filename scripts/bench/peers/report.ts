@@ -224,6 +224,7 @@ export const headlineTable = (collected: ReadonlyArray<Collected>): string => {
     [
       "library",
       "c1 cycles/s",
+      "c1 on one CPU cycles/s",
       "c64 cycles/s",
       "c1 CPU/cycle",
       "c64 CPU/cycle",
@@ -240,6 +241,7 @@ export const headlineTable = (collected: ReadonlyArray<Collected>): string => {
     libraries.map((library) => [
       libraryLabel[library],
       ratioCell("uncontended-1", library, perSecondOf),
+      ratioCell("uncontended-1-onecpu", library, perSecondOf),
       ratioCell("uncontended-64", library, perSecondOf),
       ratioCell("uncontended-1", library, cpuOf),
       ratioCell("uncontended-64", library, cpuOf),

@@ -49,8 +49,13 @@ export const runAll = async (
     const namespace = `peers-${runId}-${workload.id}-${library}-${round}`
     const measured = await processes.measure(library, workload.jobs(namespace), {
       durationMillis: workload.durationMillis,
-      resultTimeoutMillis: workload.resultTimeoutMillis
+      resultTimeoutMillis: workload.resultTimeoutMillis,
+      oneCpu: workload.oneCpu
     })
+    if (measured === undefined) {
+      progress("  skipped: could not run the processes on one CPU (taskset, or a single CPU)")
+      return
+    }
     const figured = figures(measured, workload.workers)
     entry.runs[library].push(figured)
     if (workload.kind === "held") progress(`  Node CPU ${figured.cpuPercent.toFixed(2)} %, lost ${figured.lost}`)
