@@ -4,6 +4,7 @@ import * as Result from "effect/Result"
 import type { AcquireReply, TransferReply } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./classify.ts"
+import * as Deadlines from "./deadlines.ts"
 import * as Scripts from "./scripts.ts"
 
 /**
@@ -61,11 +62,11 @@ export const noReply = (command: string, timeoutMillis: number): LockRedisError 
  * Sends one command and completes within `timeoutMillis` whatever the server does.
  *
  * node-redis's own `timeout` only drops a command that has not been written yet; once written, the
- * command waits for its reply forever. So a plain timer bounds the wait, and a late reply is
- * ignored. node-redis's timeout is turned off (it costs an `AbortSignal` timer per command): a
+ * command waits for its reply forever. So a time limit bounds the wait (`deadlines.ts`: one timer
+ * shared by every command in flight), and a late reply is ignored. node-redis's timeout is turned off (it costs an `AbortSignal` timer per command): a
  * command queued while the client reconnects may therefore still run once it is back, which is
  * safe for every lock command (an abandoned acquire is followed in the same queue by its cleanup
- * release; renew, release and leave are harmless late). One timer per command, no fiber and no
+ * release; renew, release and leave are harmless late). No timer of its own, no fiber and no
  * abort signal: this is on every lock call's path.
  */
 export const sendWithin = (
@@ -76,28 +77,28 @@ export const sendWithin = (
   Effect.callback<unknown, LockRedisError>((resume) => {
     const millis = Math.max(1, Math.ceil(timeoutMillis))
     let done = false
-    const timer = setTimeout(() => {
+    const timer = Deadlines.after(millis, () => {
       done = true
       client.onNoReply?.()
       resume(Effect.fail(noReply(args[0] ?? "command", millis)))
-    }, millis)
+    })
     client.sendCommand(args, noClientTimeout).then(
       (reply) => {
         if (done) return
         done = true
-        clearTimeout(timer)
+        Deadlines.cancel(timer)
         resume(Effect.succeed(reply))
       },
       (error: unknown) => {
         if (done) return
         done = true
-        clearTimeout(timer)
+        Deadlines.cancel(timer)
         resume(Effect.fail(classify(args[0] ?? "command", error)))
       }
     )
     return Effect.sync(() => {
       done = true
-      clearTimeout(timer)
+      Deadlines.cancel(timer)
     })
   })
 
@@ -114,14 +115,14 @@ export const scriptWithin =
     Effect.callback((resume) => {
       const millis = Math.max(1, Math.ceil(timeoutMillis))
       let done = false
-      const timer = setTimeout(() => {
+      const timer = Deadlines.after(millis, () => {
         done = true
         client.onNoReply?.()
         resume(Effect.fail(noReply("EVALSHA", millis)))
-      }, millis)
+      })
       const settle = (outcome: Parameters<typeof resume>[0]) => {
         done = true
-        clearTimeout(timer)
+        Deadlines.cancel(timer)
         resume(outcome)
       }
       const onReply = (reply: unknown) => {
@@ -140,7 +141,7 @@ export const scriptWithin =
       send("EVALSHA")
       return Effect.sync(() => {
         done = true
-        clearTimeout(timer)
+        Deadlines.cancel(timer)
       })
     })
 
@@ -154,7 +155,7 @@ export const sendOver = (client: CommandClient): Send => {
 /**
  * Sends several commands at once, in order, on one connection (they go out in one write), each
  * bounded by the same `timeoutMillis`, and answers every command's outcome, in order. Same rules as
- * `sendWithin`; one timer for the batch instead of one per command and no fiber per command: this
+ * `sendWithin`; one time limit for the batch instead of one per command and no fiber per command: this
  * is how a replicated write sends its script, `ROLE` and `WAIT` together.
  */
 export const sendAllWithin = (
@@ -169,17 +170,17 @@ export const sendAllWithin = (
     let done = false
     const finish = () => {
       done = true
-      clearTimeout(timer)
+      Deadlines.cancel(timer)
       resume(
         Effect.succeed(
           outcomes.map((outcome, i) => outcome ?? Result.fail(noReply(commands[i]?.[0] ?? "command", millis)))
         )
       )
     }
-    const timer = setTimeout(() => {
+    const timer = Deadlines.after(millis, () => {
       client.onNoReply?.()
       finish()
-    }, millis)
+    })
     commands.forEach((args, i) => {
       client.sendCommand(args as Array<string>, noClientTimeout).then(
         (reply) => {
@@ -196,7 +197,7 @@ export const sendAllWithin = (
     })
     return Effect.sync(() => {
       done = true
-      clearTimeout(timer)
+      Deadlines.cancel(timer)
     })
   })
 
