@@ -16,7 +16,9 @@
 //
 // The timer is unreferenced: it does not keep the process alive by itself. A command waiting for a
 // reply has a connection that does (node-redis's socket, or its reconnect timer), unless the
-// application unreferenced its client, and then it asked for the process to be free to exit.
+// application unreferenced its client, and then it asked for the process to be free to exit
+// (test/ProcessLifetime.test.ts: a process with nothing else pending, its server frozen, lives until
+// the limit ends the call).
 // Referencing the timer only while a limit waits cost a `ref` and an `unref` per command one at a
 // time, about as much as what the shared timer saves.
 
