@@ -3,9 +3,8 @@
 // host's monotonic time (ns) at which its body started, one `token enteredAt` line each.
 // Run as `node --conditions=@sage/source fencingWorker.ts <url> <namespace> <count>`.
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import { Lease, Lock } from "@sage/lock"
-import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import { runWorker } from "./workerMain.ts"
 
 const [url, namespace, count] = process.argv.slice(2)
 
@@ -26,14 +25,4 @@ const program = Effect.gen(function* () {
   process.stdout.write(`${lines.join("\n")}\n`)
 })
 
-const LockLive = Lock.layer({ namespace, leaseDuration: "5 seconds" }).pipe(
-  Layer.provide(NodeRedisBackend.layer({ url: url! }))
-)
-
-Effect.runPromise(program.pipe(Effect.provide(LockLive))).then(
-  () => process.exit(0),
-  (error: unknown) => {
-    process.stderr.write(`${String(error)}\n`)
-    process.exit(1)
-  }
-)
+runWorker(program, url!, namespace!)

@@ -5,9 +5,8 @@
 // lived until the limit ended the call. Run as
 // `node --conditions=@sage/source pausedServerWorker.ts <url> <server pid> <namespace>`.
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import { Lock } from "@sage/lock"
-import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
+import { runWorker } from "./workerMain.ts"
 
 const [url, serverPid, namespace] = process.argv.slice(2)
 
@@ -22,14 +21,4 @@ const program = Effect.gen(function* () {
   process.stdout.write(`second call: ${tag} after ${elapsed} ms\n`)
 })
 
-const LockLive = Lock.layer({ namespace, leaseDuration: "5 seconds" }).pipe(
-  Layer.provide(NodeRedisBackend.layer({ url: url! }))
-)
-
-Effect.runPromise(program.pipe(Effect.provide(LockLive))).then(
-  () => process.exit(0),
-  (error: unknown) => {
-    process.stderr.write(`${String(error)}\n`)
-    process.exit(1)
-  }
-)
+runWorker(program, url!, namespace!)
