@@ -80,7 +80,7 @@ export interface LockInfo {
   readonly remainingMillis: number | undefined
   /** The last fencing token issued for the lock (the holder's, when held), if the server still has it. */
   readonly lastFencingToken: number | undefined
-  /** How many clients are registered as waiting for it. */
+  /** How many clients are registered as waiting for it (registrations that have lapsed are not counted). */
   readonly waiters: number
 }
 
@@ -128,8 +128,12 @@ const send = (
       )
     : sendWithin(isSentinel(client) ? masterOf(client) : client, args, timeoutMillis)
 
-// One atomic read of a lock's keys (they share a hash tag, so one slot).
-const readScript = `return {redis.call("PTTL", KEYS[1]), redis.call("GET", KEYS[2]), redis.call("ZCARD", KEYS[3])}`
+// One atomic read of a lock's keys (they share a hash tag, so one slot). Waiters are counted from
+// when each registration lapses (KEYS[3], server ms): a waiter that died or stopped refreshing stays
+// in the queue until the next script that purges it, but it no longer waits.
+const readScript = `local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {redis.call("PTTL", KEYS[1]), redis.call("GET", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "(" .. string.format("%d", now), "+inf")}`
 
 const infoOf = (key: string, reply: unknown): Effect.Effect<LockInfo, LockRedisError> => {
   if (!Array.isArray(reply) || typeof reply[0] !== "number" || typeof reply[2] !== "number") {
@@ -182,8 +186,8 @@ export const inspect = (
   options?: { readonly timeoutMillis?: number | undefined }
 ): Effect.Effect<LockInfo, LockRedisError | InvalidArgument> =>
   Effect.flatMap(checkLockKey(key), (lockKey) => {
-    const [, waiters] = LockScripts.keysOf(lockKey)
-    const args = ["EVAL", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waiters]
+    const [, , waitingUntil] = LockScripts.keysOf(lockKey)
+    const args = ["EVAL", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waitingUntil]
     return Effect.flatMap(send(client, lockKey, args, options?.timeoutMillis ?? 2_000), (reply) =>
       infoOf(lockKey, reply)
     )

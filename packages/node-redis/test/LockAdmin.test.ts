@@ -70,6 +70,38 @@ describe("LockAdmin", () => {
     })
   )
 
+  it.live("counts only the waiters whose registration has not lapsed", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: "redis7" })
+      const client = yield* connectClient(server.url)
+      const key = LockScripts.lockKey("admin", "queue")
+      const [, waiters, waitingUntil] = LockScripts.keysOf(key)
+      // The queue as the scripts keep it (docs/admin.md): a waiter that died a second ago is still
+      // in line until the next script purges it; the other refreshes its registration.
+      const now = yield* Effect.promise(() => client.sendCommand(["TIME"]))
+      const nowMillis = Number((now as unknown as Array<string>)[0]) * 1000
+      yield* Effect.promise(() => client.sendCommand(["ZADD", waiters, "1", "dead", "2", "alive"]))
+      yield* Effect.promise(() =>
+        client.sendCommand([
+          "ZADD",
+          waitingUntil,
+          String(nowMillis - 1_000),
+          "dead",
+          String(nowMillis + 60_000),
+          "alive"
+        ])
+      )
+      const info = yield* LockAdmin.inspect(client, key)
+      assert.isFalse(info.held)
+      assert.strictEqual(info.waiters, 1, "the lapsed registration is not counted")
+      const listed = yield* LockAdmin.list(client, "admin")
+      assert.deepStrictEqual(
+        listed.map((one) => [one.key, one.waiters]),
+        [[key, 1]]
+      )
+    })
+  )
+
   it.live("rejects keys that are not lock keys", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: "redis7" })
