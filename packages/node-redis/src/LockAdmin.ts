@@ -130,7 +130,9 @@ const send = (
 
 // One atomic read of a lock's keys (they share a hash tag, so one slot). Waiters are counted from
 // when each registration lapses (KEYS[3], server ms): a waiter that died or stopped refreshing stays
-// in the queue until the next script that purges it, but it no longer waits.
+// in the queue until the next script that purges it, but it no longer waits. Sent with `EVAL_RO`,
+// which declares its keys read-only: a user whose keys are `%R~<namespace>:*` may run it (`EVAL`
+// declares its keys read-write, so it would need write access to read).
 const readScript = `local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return {redis.call("PTTL", KEYS[1]), redis.call("GET", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "(" .. string.format("%d", now), "+inf")}`
@@ -187,7 +189,7 @@ export const inspect = (
 ): Effect.Effect<LockInfo, LockRedisError | InvalidArgument> =>
   Effect.flatMap(checkLockKey(key), (lockKey) => {
     const [, , waitingUntil] = LockScripts.keysOf(lockKey)
-    const args = ["EVAL", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waitingUntil]
+    const args = ["EVAL_RO", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waitingUntil]
     return Effect.flatMap(send(client, lockKey, args, options?.timeoutMillis ?? 2_000), (reply) =>
       infoOf(lockKey, reply)
     )
