@@ -75,13 +75,70 @@ export const createUser = (
   mode: Mode,
   options: { readonly user: string; readonly password: string; readonly namespace: string }
 ): Effect.Effect<void, TestkitError> =>
+  createUserWithRules(nodes, options.user, rules(mode, options.namespace, options.password))
+
+/**
+ * What a `LockAdmin` user may do: `read` runs `inspect` and `list` (and `sage-lock inspect`/`list`)
+ * with read-only access to the namespace's keys; `release` adds `forceRelease` (`DEL` of a lock key).
+ */
+export type AdminAccess = "read" | "release"
+
+export const adminAccesses: ReadonlyArray<AdminAccess> = ["read", "release"]
+
+/** Where a `LockAdmin` user connects: one node (standalone, or a Sentinel deployment's master) or a Cluster. */
+export type AdminDeployment = "single" | "cluster"
+
+export const adminDeployments: ReadonlyArray<AdminDeployment> = ["single", "cluster"]
+
+/**
+ * The commands a `LockAdmin` user needs: the read script (`EVAL_RO`, which declares its keys
+ * read-only) and what it calls, `SCAN` for `list`, `DEL` for `forceRelease`, and on a Cluster the
+ * client's slot map.
+ */
+export const adminCommands = (access: AdminAccess, deployment: AdminDeployment): Array<string> => [
+  "eval_ro",
+  "time",
+  "pttl",
+  "get",
+  "zcount",
+  "scan",
+  ...(access === "release" ? ["del"] : []),
+  ...(deployment === "cluster" ? ["cluster|slots"] : [])
+]
+
+/** The `ACL SETUSER` rules of a `LockAdmin` user: the namespace's keys (read-only for `read`), no channels. */
+export const adminRules = (
+  access: AdminAccess,
+  deployment: AdminDeployment,
+  namespace: string,
+  password: string
+): Array<string> => [
+  "on",
+  `>${password}`,
+  "resetkeys",
+  `${access === "read" ? "%R" : ""}~${namespace}:*`,
+  "resetchannels",
+  "-@all",
+  ...adminCommands(access, deployment).map((command) => `+${command}`)
+]
+
+/** The documented `LockAdmin` line, e.g. `ACL SETUSER lockadmin on >… resetkeys %R~billing:* …`. */
+export const adminLine = (
+  access: AdminAccess,
+  deployment: AdminDeployment,
+  namespace: string,
+  user = "lockadmin"
+): string => ["ACL SETUSER", user, ...adminRules(access, deployment, namespace, "<password>")].join(" ")
+
+/** Creates (or resets) `user` with exactly `rules` (as after `ACL SETUSER <user>`) on every node. */
+export const createUserWithRules = (
+  nodes: ReadonlyArray<RedisServer>,
+  user: string,
+  rules: ReadonlyArray<string>
+): Effect.Effect<void, TestkitError> =>
   Effect.forEach(
     nodes,
-    (node) =>
-      Effect.andThen(
-        node.command("ACL", "DELUSER", options.user),
-        node.command("ACL", "SETUSER", options.user, ...rules(mode, options.namespace, options.password))
-      ),
+    (node) => Effect.andThen(node.command("ACL", "DELUSER", user), node.command("ACL", "SETUSER", user, ...rules)),
     { discard: true }
   )
 
