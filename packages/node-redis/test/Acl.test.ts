@@ -47,19 +47,6 @@ const cycle = (backend: () => BackendLayer, replicaAcknowledgement: boolean) =>
     assert.strictEqual(gaveUp._tag, "TimedOut")
   }).pipe(Effect.scoped)
 
-/**
- * Denials in the servers' ACL LOG, except node-redis's `CLIENT SETINFO` at connect: it ignores the
- * refusal (the lock does not need it), Redis 7.0 does not know the command at all, and Redis 7.2+ and
- * Valkey log one denial per connection (docs/topologies.md says how to silence it).
- */
-const denialsOn = (nodes: ReadonlyArray<RedisServer.RedisServer>) =>
-  Effect.map(Effect.forEach(nodes, Acl.denials), (lists) =>
-    lists.flat().filter((entry) => entry !== "command:client|setinfo")
-  )
-
-const resetLogs = (nodes: ReadonlyArray<RedisServer.RedisServer>) =>
-  Effect.forEach(nodes, (node) => node.command("ACL", "LOG", "RESET"), { discard: true })
-
 /** Runs the cycle as the documented user of `mode`, then as a user lacking `missing`. */
 const proveMode = (
   mode: Acl.Mode,
@@ -70,17 +57,17 @@ const proveMode = (
   Effect.gen(function* () {
     const acknowledged = mode === "replicated" || mode === "cluster"
     yield* Acl.createUser(nodes, mode, { user, password, namespace })
-    yield* resetLogs(nodes)
+    yield* Acl.resetLogs(nodes)
     const exit = yield* Effect.exit(cycle(backend, acknowledged))
     assert.isTrue(Exit.isSuccess(exit), `${mode}: the documented ACL is not enough: ${String(exit)}`)
-    assert.deepStrictEqual(yield* denialsOn(nodes), [], `${mode}: the servers denied commands`)
+    assert.deepStrictEqual(yield* Acl.denialsExceptClientSetinfo(nodes), [], `${mode}: the servers denied commands`)
 
     assert.include(Acl.commands(mode), missing)
     yield* Effect.forEach(nodes, (node) => node.command("ACL", "SETUSER", user, `-${missing}`), { discard: true })
-    yield* resetLogs(nodes)
+    yield* Acl.resetLogs(nodes)
     const without = yield* Effect.exit(cycle(backend, acknowledged))
     assert.isTrue(Exit.isFailure(without), `${mode}: the cycle passed without ${missing}, so the check proves nothing`)
-    const denied = yield* denialsOn(nodes)
+    const denied = yield* Acl.denialsExceptClientSetinfo(nodes)
     assert.isTrue(
       denied.some((entry) => entry.endsWith(`:${missing}`)),
       `${mode}: expected a denial of ${missing}, got ${denied.join(", ")}`

@@ -21,15 +21,6 @@ const user = "lockadmin"
 const credentials: Credentials = { username: user, password: "admin-acl-secret" }
 const key = LockScripts.lockKey(namespace, "job")
 
-/** Denials in ACL LOG, except node-redis's `CLIENT SETINFO` at connect (see Acl.test.ts). */
-const denialsOn = (nodes: ReadonlyArray<RedisServer.RedisServer>) =>
-  Effect.map(Effect.forEach(nodes, Acl.denials), (lists) =>
-    lists.flat().filter((entry) => entry !== "command:client|setinfo")
-  )
-
-const resetLogs = (nodes: ReadonlyArray<RedisServer.RedisServer>) =>
-  Effect.forEach(nodes, (node) => node.command("ACL", "LOG", "RESET"), { discard: true })
-
 /** Holds `job` with one client of the default user and makes a second one wait for it, until the scope ends. */
 const holdWithWaiter = (backend: Layer.Layer<LockBackend, unknown>) =>
   Effect.gen(function* () {
@@ -49,13 +40,13 @@ const connectAs = (
 ) =>
   Effect.gen(function* () {
     yield* Acl.createUserWithRules(nodes, user, rules)
-    yield* resetLogs(nodes)
+    yield* Acl.resetLogs(nodes)
     return yield* connect(credentials)
   })
 
 const deniedOnly = (nodes: ReadonlyArray<RedisServer.RedisServer>, command: string) =>
   Effect.gen(function* () {
-    const denied = yield* denialsOn(nodes)
+    const denied = yield* Acl.denialsExceptClientSetinfo(nodes)
     assert.isNotEmpty(denied, `expected a denial of ${command}`)
     for (const entry of denied) assert.isTrue(entry.endsWith(`:${command}`), `unexpected denial ${entry}`)
   })
@@ -80,7 +71,11 @@ const proveAdmin = (
       (yield* LockAdmin.list(reader, namespace)).map((one) => [one.key, one.held]),
       [[key, true]]
     )
-    assert.deepStrictEqual(yield* denialsOn(nodes), [], `${deployment}: the read line was refused something`)
+    assert.deepStrictEqual(
+      yield* Acl.denialsExceptClientSetinfo(nodes),
+      [],
+      `${deployment}: the read line was refused something`
+    )
 
     const refused = yield* LockAdmin.forceRelease(reader, key, { force: true }).pipe(Effect.flip)
     assert.strictEqual(refused._tag, "LockRedisError", "the read-only user cannot force a lock free")
@@ -105,7 +100,11 @@ const proveAdmin = (
       connect
     )
     assert.isTrue(yield* LockAdmin.forceRelease(releaser, key, { force: true }), "a held lock was released")
-    assert.deepStrictEqual(yield* denialsOn(nodes), [], `${deployment}: the release line was refused something`)
+    assert.deepStrictEqual(
+      yield* Acl.denialsExceptClientSetinfo(nodes),
+      [],
+      `${deployment}: the release line was refused something`
+    )
   }).pipe(Effect.scoped)
 
 const adminDocs = new URL("../../../docs/admin.md", import.meta.url)

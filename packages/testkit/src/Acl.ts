@@ -152,3 +152,19 @@ export const denials = (node: RedisServer): Effect.Effect<Array<string>, Testkit
       return `${fields["reason"] ?? "?"}:${fields["object"] ?? "?"}`
     })
   )
+
+/**
+ * The denials `ACL LOG` recorded on `nodes`, except node-redis's `CLIENT SETINFO` at connect: it
+ * ignores the refusal (nothing here needs it), Redis 7.0 does not know the command at all, and Redis
+ * 7.2+ and Valkey log one denial per connection (docs/topologies.md says how to silence it).
+ */
+export const denialsExceptClientSetinfo = (
+  nodes: ReadonlyArray<RedisServer>
+): Effect.Effect<Array<string>, TestkitError> =>
+  Effect.map(Effect.forEach(nodes, denials), (lists) =>
+    lists.flat().filter((entry) => entry !== "command:client|setinfo")
+  )
+
+/** Empties `ACL LOG` on every node. */
+export const resetLogs = (nodes: ReadonlyArray<RedisServer>): Effect.Effect<void, TestkitError> =>
+  Effect.forEach(nodes, (node) => node.command("ACL", "LOG", "RESET"), { discard: true })
