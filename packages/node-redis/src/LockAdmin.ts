@@ -163,6 +163,20 @@ const checkLockKey = (key: string): Effect.Effect<string, InvalidArgument> =>
         })
       )
 
+/** The time limit of one admin command: a positive, finite number of milliseconds (default 2000). */
+const checkTimeout = (timeoutMillis: unknown): Effect.Effect<number, InvalidArgument> =>
+  timeoutMillis === undefined
+    ? Effect.succeed(2_000)
+    : typeof timeoutMillis === "number" && Number.isFinite(timeoutMillis) && timeoutMillis > 0
+      ? Effect.succeed(timeoutMillis)
+      : Effect.fail(
+          new InvalidArgument({
+            field: "timeoutMillis",
+            value: shown(timeoutMillis),
+            reason: "must be a positive, finite number of milliseconds"
+          })
+        )
+
 /**
  * What the server says about one lock, read atomically.
  *
@@ -187,12 +201,12 @@ export const inspect = (
   key: string,
   options?: { readonly timeoutMillis?: number | undefined }
 ): Effect.Effect<LockInfo, LockRedisError | InvalidArgument> =>
-  Effect.flatMap(checkLockKey(key), (lockKey) => {
+  Effect.gen(function* () {
+    const lockKey = yield* checkLockKey(key)
+    const timeoutMillis = yield* checkTimeout(options?.timeoutMillis)
     const [, , waitingUntil] = LockScripts.keysOf(lockKey)
     const args = ["EVAL_RO", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waitingUntil]
-    return Effect.flatMap(send(client, lockKey, args, options?.timeoutMillis ?? 2_000), (reply) =>
-      infoOf(lockKey, reply)
-    )
+    return yield* infoOf(lockKey, yield* send(client, lockKey, args, timeoutMillis))
   })
 
 const globEscape = (text: string): string => text.replace(/[*?[\]\\]/g, (c) => `\\${c}`)
@@ -262,7 +276,7 @@ export const list = (
         })
       )
     }
-    const timeoutMillis = options?.timeoutMillis ?? 2_000
+    const timeoutMillis = yield* checkTimeout(options?.timeoutMillis)
     const nodes: ReadonlyArray<CommandClient> = isCluster(client)
       ? yield* Effect.forEach(client.masters, (master) =>
           Effect.tryPromise({
@@ -313,6 +327,7 @@ export const forceRelease = (
       )
     }
     const lockKey = yield* checkLockKey(key)
-    const reply = yield* send(client, lockKey, ["DEL", lockKey], options.timeoutMillis ?? 2_000)
+    const timeoutMillis = yield* checkTimeout(options.timeoutMillis)
+    const reply = yield* send(client, lockKey, ["DEL", lockKey], timeoutMillis)
     return reply === 1
   })

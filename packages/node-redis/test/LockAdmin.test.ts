@@ -102,7 +102,7 @@ describe("LockAdmin", () => {
     })
   )
 
-  it.live("rejects keys that are not lock keys", () =>
+  it.live("rejects keys that are not lock keys, and time limits that are not positive and finite", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: "redis7" })
       const client = yield* connectClient(server.url)
@@ -112,6 +112,20 @@ describe("LockAdmin", () => {
       }
       const error = yield* LockAdmin.list(client, "").pipe(Effect.flip)
       assert.strictEqual(error._tag, "InvalidArgument")
+      // A time limit that is not a positive, finite number would fire at once or never.
+      const key = LockScripts.lockKey("admin", "t")
+      for (const timeoutMillis of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, "100" as never]) {
+        for (const call of [
+          Effect.asVoid(LockAdmin.inspect(client, key, { timeoutMillis })),
+          Effect.asVoid(LockAdmin.list(client, "admin", { timeoutMillis })),
+          Effect.asVoid(LockAdmin.forceRelease(client, key, { force: true, timeoutMillis }))
+        ]) {
+          const refused = yield* Effect.flip(call)
+          assert.strictEqual(refused._tag, "InvalidArgument", String(timeoutMillis))
+          assert.strictEqual((refused as { field?: string }).field, "timeoutMillis")
+        }
+      }
+      assert.isFalse((yield* LockAdmin.inspect(client, key, { timeoutMillis: 500 })).held, "a valid limit is taken")
     })
   )
 
