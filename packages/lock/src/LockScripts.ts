@@ -450,14 +450,17 @@ return replies
  * - ARGV[1]: the writer's fencing token (an integer). ARGV[2]: the value.
  * - Reply `{1, token}`: written (the token was equal to or above the last accepted one, which it now
  *   is). Reply `{0, last}`: rejected, nothing written; `last` is the newer token already accepted.
- * - A token that is not a number fails with an `ERR` reply.
+ * - A token that is not a positive integer below 2^53 fails with an `ERR` reply and writes nothing.
+ *   Lua's `tonumber` reads `NaN` and `Infinity`: a `NaN` token compares as neither older nor newer,
+ *   so it would be written whatever the last token, and an infinite one stored as the last token
+ *   would reject every later writer.
  *
  * @category scripting
  * @since 0.3.0
  */
 export const fencedSet = `local token = tonumber(ARGV[1])
-if token == nil then
-  return redis.error_reply("ERR fencing token is not a number")
+if token == nil or token ~= token or token < 1 or token >= 9007199254740992 or token % 1 ~= 0 then
+  return redis.error_reply("ERR fencing token must be a positive integer below 2^53")
 end
 local last = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
 if token < last then

@@ -8,12 +8,14 @@
  * an HTTP service) needs the same check there: see `docs/fencing.md`.
  *
  * It does not lock anything and does not retry: a `LockRedisError` says the write may or may not have
- * been applied (`mayHaveExecuted`).
+ * been applied (`mayHaveExecuted`). Options it cannot use (a token that is not a positive integer
+ * below 2^53, an empty key, a time limit that is not a positive, finite number) fail with
+ * `InvalidArgument` before anything is sent.
  *
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
-import type { LockRedisError } from "@sage/lock/LockError"
+import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { type CommandClient, runScript, sendWithin, unexpected } from "./internal/commands.ts"
 import * as Scripts from "./internal/scripts.ts"
 
@@ -60,6 +62,28 @@ export type SetResult = { readonly _tag: "Written" } | { readonly _tag: "Stale";
 
 const written: SetResult = { _tag: "Written" }
 
+const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
+  new InvalidArgument({ field, value: typeof value === "string" ? JSON.stringify(value) : String(value), reason })
+
+/** The options of one write, checked before anything is sent: a bad token would defeat the fence. */
+const checkSet = (options: SetOptions): Effect.Effect<number, InvalidArgument> => {
+  const { fencingToken, fenceKey, key, timeoutMillis, value } = options
+  if (typeof key !== "string" || key.length === 0) return Effect.fail(invalid("key", key, "must be a non-empty string"))
+  if (typeof value !== "string") return Effect.fail(invalid("value", value, "must be a string"))
+  if (!(typeof fencingToken === "number" && Number.isSafeInteger(fencingToken) && fencingToken >= 1)) {
+    return Effect.fail(
+      invalid("fencingToken", fencingToken, "must be a positive integer below 2^53 (a lease's fencingToken)")
+    )
+  }
+  if (fenceKey !== undefined && (typeof fenceKey !== "string" || fenceKey.length === 0)) {
+    return Effect.fail(invalid("fenceKey", fenceKey, "must be a non-empty string"))
+  }
+  if (timeoutMillis === undefined) return Effect.succeed(1_000)
+  return typeof timeoutMillis === "number" && Number.isFinite(timeoutMillis) && timeoutMillis > 0
+    ? Effect.succeed(timeoutMillis)
+    : Effect.fail(invalid("timeoutMillis", timeoutMillis, "must be a positive, finite number of milliseconds"))
+}
+
 /**
  * Writes `value` to `key` only if `fencingToken` is not older than the last token accepted for it.
  *
@@ -85,14 +109,16 @@ const written: SetResult = { _tag: "Written" }
  * @category writes
  * @since 0.3.0
  */
-export const set = (client: Client, options: SetOptions): Effect.Effect<SetResult, LockRedisError> =>
+export const set = (client: Client, options: SetOptions): Effect.Effect<SetResult, LockRedisError | InvalidArgument> =>
   Effect.flatMap(
-    runScript(
-      (args, timeoutMillis) => sendWithin(client, args as Array<string>, timeoutMillis),
-      Scripts.fencedSet,
-      [options.key, options.fenceKey ?? `${options.key}:fence`],
-      [String(options.fencingToken), options.value],
-      options.timeoutMillis ?? 1_000
+    Effect.flatMap(checkSet(options), (timeoutMillis) =>
+      runScript(
+        (args, millis) => sendWithin(client, args as Array<string>, millis),
+        Scripts.fencedSet,
+        [options.key, options.fenceKey ?? `${options.key}:fence`],
+        [String(options.fencingToken), options.value],
+        timeoutMillis
+      )
     ),
     (reply) => {
       if (Array.isArray(reply) && typeof reply[1] === "number") {

@@ -5,7 +5,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import { Lease, Lock } from "@sage/lock"
+import { Lease, Lock, LockScripts } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as FencedWrite from "../src/FencedWrite.ts"
@@ -40,6 +40,50 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           lastToken: big
         })
         assert.strictEqual(yield* server.command("GET", key), "12")
+      })
+    )
+
+    it.live("a token that is not a positive integer below 2^53 writes nothing, in the client or the script", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const client = yield* connectClient(server.url)
+        const key = "{account:3}:balance"
+        assert.deepStrictEqual(yield* FencedWrite.set(client, { key, value: "10", fencingToken: 100 }), {
+          _tag: "Written"
+        })
+        const unchanged = Effect.gen(function* () {
+          assert.strictEqual(yield* server.command("GET", key), "10", "nothing was written")
+          assert.strictEqual(yield* server.command("GET", `${key}:fence`), "100", "the last token is kept")
+        })
+        for (const fencingToken of [Number.NaN, Number.POSITIVE_INFINITY, 1.5, 0, -5, 2 ** 53, "7" as never]) {
+          const refused = yield* Effect.flip(FencedWrite.set(client, { key, value: "bad", fencingToken }))
+          assert.strictEqual(refused._tag, "InvalidArgument", String(fencingToken))
+          assert.strictEqual((refused as { field?: string }).field, "fencingToken")
+          yield* unchanged
+        }
+        for (const options of [
+          { key: "", value: "bad", fencingToken: 200 },
+          { key, value: 5 as never, fencingToken: 200 },
+          { key, value: "bad", fencingToken: 200, fenceKey: "" },
+          { key, value: "bad", fencingToken: 200, timeoutMillis: Number.NaN },
+          { key, value: "bad", fencingToken: 200, timeoutMillis: 0 }
+        ]) {
+          const refused = yield* Effect.flip(FencedWrite.set(client, options))
+          assert.strictEqual(refused._tag, "InvalidArgument", JSON.stringify(options))
+          yield* unchanged
+        }
+        // The script refuses them too (it is public as LockScripts.fencedSet): Lua's tonumber reads
+        // NaN and Infinity, which would otherwise bypass the fence or block every later writer.
+        for (const token of ["NaN", "Infinity", "-inf", "1.5", "0", "-5", "9007199254740992", "1e400", "seven"]) {
+          const reply = yield* Effect.flip(
+            server.command("EVAL", LockScripts.fencedSet, "2", key, `${key}:fence`, token, "bad")
+          )
+          assert.include(String(reply), "fencing token must be a positive integer", token)
+          yield* unchanged
+        }
+        assert.deepStrictEqual(yield* FencedWrite.set(client, { key, value: "11", fencingToken: 101 }), {
+          _tag: "Written"
+        })
       })
     )
 

@@ -85,7 +85,7 @@ describe("classify", () => {
     // Refused before the script ran, or by its own error reply (which writes nothing first).
     for (const reply of [
       "WRONGTYPE Operation against a key holding the wrong kind of value",
-      "ERR fencing token is not a number"
+      "ERR fencing token must be a positive integer below 2^53"
     ]) {
       assert.isFalse(classify("EVALSHA", new SimpleError(reply)).mayHaveExecuted, reply)
     }
