@@ -44,11 +44,12 @@ const leader: Effect.Effect<number, LockError.LockError, Lock.Lock> = Effect.sco
   Effect.map(Lock.acquire("leader", { waitTimeout: "1 second" }), (lease: Handle) => lease.fencingToken)
 )
 declare const redis: FencedWrite.Client
-const fencedWrite: Effect.Effect<FencedWrite.SetResult, LockError.LockRedisError> = FencedWrite.set(redis, {
-  key: "{account:42}:balance",
-  value: "110",
-  fencingToken: 1
-})
+const fencedWrite: Effect.Effect<FencedWrite.SetResult, LockError.LockRedisError | LockError.InvalidArgument> =
+  FencedWrite.set(redis, {
+    key: "{account:42}:balance",
+    value: "110",
+    fencingToken: 1
+  })
 export const fencingPrograms = [fencing, leader, fencedWrite] as const
 
 export const programs = [
