@@ -141,6 +141,46 @@ describe("passwords stay out of errors, logs, spans and InvalidArgument values",
     })
   )
 
+  it.live("a password written unencoded (with / # ? , @ or a space) is hidden whole, wherever the URL is given", () =>
+    Effect.gen(function* () {
+      for (const raw of ["pa/ss", "pa#ss", "pa?ss", "pa,ss", "pa ss", "p@ss:w"]) {
+        // Port 1: nothing listens there, so a URL that does parse fails to connect.
+        const url = `redis://locker:${raw}${secret}@127.0.0.1:1`
+        const parses = URL.parse(url) !== null
+        const layers = {
+          url: NodeRedisBackend.layer({ url, connectTimeoutMillis: 2000 }),
+          "cluster root": NodeRedisBackend.layerCluster({ rootNodes: [{ url }], connectTimeoutMillis: 2000 }),
+          "cluster defaults": NodeRedisBackend.layerCluster({
+            rootNodes: [{ url: "redis://127.0.0.1:1" }],
+            defaults: { url },
+            connectTimeoutMillis: 2000
+          }),
+          "sentinel nodes": NodeRedisBackend.layerSentinel({
+            name: "mymaster",
+            sentinels: [{ host: "127.0.0.1", port: 1 }],
+            nodeClientOptions: { url },
+            connectTimeoutMillis: 2000
+          }),
+          "sentinel sentinels": NodeRedisBackend.layerSentinel({
+            name: "mymaster",
+            sentinels: [{ host: "127.0.0.1", port: 1 }],
+            sentinelClientOptions: { url },
+            connectTimeoutMillis: 2000
+          })
+        }
+        for (const [where, layer] of Object.entries(layers)) {
+          const exit = yield* checkRun(`${where} with ${JSON.stringify(raw)}`, build(layer))
+          // One that does not parse is refused before any connection, as InvalidArgument (never a
+          // thrown TypeError carrying the URL); one that does (`,` and `@` are allowed) fails to connect.
+          assert.isTrue(Exit.isFailure(exit), where)
+          const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+          const expected = parses ? "LockRedisError" : "InvalidArgument"
+          assert.strictEqual((error as { _tag?: string })._tag, expected, `${where} ${raw}`)
+        }
+      }
+    })
+  )
+
   it.live("Config layers: a bad node list or sentinel list carrying credentials is InvalidArgument without them", () =>
     Effect.gen(function* () {
       const cluster = yield* checkRun(

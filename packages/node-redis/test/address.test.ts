@@ -62,6 +62,27 @@ describe("addresses", () => {
     )
     assert.strictEqual(Address.redactCredentials("redis://h:1 10.0.0.5:26379"), "redis://h:1 10.0.0.5:26379")
     assert.strictEqual(Address.redactCredentials("redis://user@h:1"), "redis://user@h:1")
+    // Characters a password holds unencoded (which makes the URL invalid, so it reaches an error).
+    for (const password of ["pa/ss", "pa#ss", "pa?ss", "pa,ss", "p@ss:w/rd"]) {
+      const url = `redis://u:${password}S3cret@h:1`
+      assert.strictEqual(Address.redactCredentials(url), "redis://u:***@h:1", password)
+      assert.strictEqual(
+        Address.redactCredentials(JSON.stringify([{ url }])),
+        '[{"url":"redis://u:***@h:1"}]',
+        `${password} in JSON`
+      )
+    }
+    assert.strictEqual(
+      Address.redactCredentials("redis://a:x@h:1,redis://b:y@h:2"),
+      "redis://a:***@h:1,redis://b:***@h:2",
+      "two URLs in one entry keep their hosts"
+    )
+  })
+
+  it("redactUrl hides everything before a URL's last @, spaces included", () => {
+    assert.strictEqual(Address.redactUrl("redis://u:pa ss,w/rd@h:99999"), "redis://***@h:99999")
+    assert.strictEqual(Address.redactUrl("u:pw@h:1"), "***@h:1")
+    assert.strictEqual(Address.redactUrl("redis://h:1/0"), "redis://h:1/0")
   })
 
   it("checkRedisUrl refuses what node-redis would throw on", () => {

@@ -48,26 +48,49 @@ export const fromNodeName = (address: string): HostPort => {
 /** The `host:port` text of a node. */
 export const format = (node: HostPort): string => `${node.host}:${node.port}`
 
+const hidePassword = (userinfo: string): string => {
+  const colon = userinfo.indexOf(":")
+  return colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`
+}
+
+// A URL's credentials, wherever it stands in the text: from its `scheme://` to the last `@` before
+// a space, a quote, or the next URL. Passwords often hold `/`, `?`, `#` or `,` unencoded (invalid in
+// a URL, which is why they reach an error message at all), so the authority cannot be cut at those.
+const urlCredentials = /([a-z][a-z0-9+.-]*:\/\/)((?:(?![a-z][a-z0-9+.-]*:\/\/)[^\s"'`<>])*)@/gi
+
 /**
  * `text` with the password of every `user:password@` part (URLs, or addresses written with
- * credentials) replaced by `***`, for error messages and `InvalidArgument` values. Each
- * comma- or space-separated entry is treated on its own; the credentials end at the last `@` of the
- * entry's authority, so a password containing `@` or `:` is hidden whole.
+ * credentials) replaced by `***`, for error messages and `InvalidArgument` values. A URL's
+ * credentials run to the last `@` before a space, a quote or the next URL, so a password holding
+ * `@`, `:`, `/`, `?`, `#` or `,` is hidden whole; an address without a scheme is read per comma- or
+ * space-separated entry. A password holding a space can only be hidden whole in a value known to
+ * be one URL: see `redactUrl`.
  */
 export const redactCredentials = (text: string): string =>
-  text.replace(/[^\s,]+/g, (entry) => {
-    // Quotes or brackets around the entry, then an optional scheme.
-    const scheme = /^[^a-z0-9]*(?:[a-z][a-z0-9+.-]*:\/\/)?/i.exec(entry)?.[0] ?? ""
-    const rest = entry.slice(scheme.length)
-    const authorityEnd = rest.search(/[/?#]/)
-    const authority = authorityEnd === -1 ? rest : rest.slice(0, authorityEnd)
-    const at = authority.lastIndexOf("@")
-    if (at === -1) return entry
-    const userinfo = authority.slice(0, at)
-    const colon = userinfo.indexOf(":")
-    const redacted = colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`
-    return `${scheme}${redacted}${rest.slice(at)}`
-  })
+  text
+    .replace(urlCredentials, (_match, scheme: string, userinfo: string) => `${scheme}${hidePassword(userinfo)}@`)
+    .replace(/[^\s,]+/g, (entry) => {
+      if (entry.includes("://")) return entry
+      // Quotes or brackets around the entry.
+      const lead = /^[^a-z0-9]*/i.exec(entry)?.[0] ?? ""
+      const rest = entry.slice(lead.length)
+      const authorityEnd = rest.search(/[/?#]/)
+      const authority = authorityEnd === -1 ? rest : rest.slice(0, authorityEnd)
+      const at = authority.lastIndexOf("@")
+      return at === -1 ? entry : `${lead}${hidePassword(authority.slice(0, at))}${rest.slice(at)}`
+    })
+
+/**
+ * A value given as one URL (an option), for an error message: everything between its scheme and
+ * its last `@` is replaced by `***`, user name included, whatever characters the password holds
+ * (spaces too). A value without `@` is returned as it is.
+ */
+export const redactUrl = (url: string): string => {
+  const at = url.lastIndexOf("@")
+  if (at === -1) return url
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? ""
+  return `${scheme}***${url.slice(at)}`
+}
 
 /**
  * Why a `redis://`/`rediss://` URL would be refused (node-redis throws on these while building the
