@@ -137,30 +137,96 @@ const sentinelSharedLanes = 2
  */
 const sentinelOptions = { groupCommit: true } as const
 
+/** Any value as text; never throws (a bigint inside, a cycle, a throwing `toJSON`). */
+const shown = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value)
+  if (typeof value === "number" || typeof value === "bigint") return String(value)
+  try {
+    const json = JSON.stringify(value)
+    if (json !== undefined) return json
+  } catch {
+    // Fall through to the plain form.
+  }
+  try {
+    return String(value)
+  } catch {
+    return Object.prototype.toString.call(value)
+  }
+}
+
 // Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
   new InvalidArgument({
     field,
-    value: Address.redactCredentials(String(value)),
+    value: Address.redactCredentials(shown(value)),
     reason: Address.redactCredentials(reason)
   })
 
-/** A URL node-redis would throw on (with the password on the error) is refused here instead. */
+/**
+ * A URL node-redis would throw on (with the password on the error) is refused here instead. The
+ * value is shown with everything before its last `@` hidden: a URL that does not parse cannot be
+ * trusted to say where its password ends.
+ */
 const checkUrl = (field: string, url: unknown): Effect.Effect<void, InvalidArgument> => {
   const problem = url === undefined ? undefined : Address.checkRedisUrl(url)
-  return problem === undefined ? Effect.void : Effect.fail(invalid(field, url, `the URL ${problem}`))
+  return problem === undefined
+    ? Effect.void
+    : Effect.fail(invalid(field, typeof url === "string" ? Address.redactUrl(url) : url, `the URL ${problem}`))
 }
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Node's timers fire at once beyond this (2^31 - 1 ms, about 24.8 days), with a warning. */
+const maxTimerMillis = 2_147_483_647
+
+/**
+ * node-redis client options the lock passes on (the standalone options, a Sentinel's node or
+ * sentinel options, a Cluster's defaults): an object, its URL one node-redis can parse, and a
+ * `socket` that names a usable host and port when it names them. node-redis would otherwise throw
+ * with the URL (and its password) on the error, or quietly connect to 127.0.0.1:6379.
+ */
+const checkClientOptions = (field: string, options: unknown): Effect.Effect<void, InvalidArgument> =>
+  Effect.gen(function* () {
+    if (options === undefined) return
+    if (!isRecord(options)) return yield* invalid(field, options, "must be an options object")
+    yield* checkUrl(field === "options" ? "url" : `${field}.url`, options["url"])
+    const socket = options["socket"]
+    if (socket === undefined) return
+    if (!isRecord(socket)) return yield* invalid(`${field}.socket`, socket, "must be an object")
+    const host = socket["host"]
+    if (host !== undefined) {
+      const problem = Address.checkHost(host)
+      if (problem !== undefined) return yield* invalid(`${field}.socket.host`, host, problem)
+    }
+    const port = socket["port"]
+    if (port !== undefined) {
+      const problem = Address.checkPort(port)
+      if (problem !== undefined) return yield* invalid(`${field}.socket.port`, port, problem)
+    }
+  })
 
 const validate = (
   options: CommonOptions
 ): Effect.Effect<{ maxConnections: number; connectTimeout: number }, InvalidArgument> => {
-  const max = options.dedicatedPool?.maxConnections ?? 10
+  if (!isRecord(options as unknown)) return Effect.fail(invalid("options", options, "must be an options object"))
+  const pool = options.dedicatedPool
+  if (pool !== undefined && !isRecord(pool as unknown)) {
+    return Effect.fail(invalid("dedicatedPool", pool, "must be an object, e.g. { maxConnections: 10 }"))
+  }
+  const max = pool?.maxConnections ?? 10
   if (!(Number.isInteger(max) && max >= 1)) {
     return Effect.fail(invalid("dedicatedPool.maxConnections", max, "must be an integer of at least 1"))
   }
   const connectTimeout = options.connectTimeoutMillis ?? 10_000
-  if (!(Number.isFinite(connectTimeout) && connectTimeout > 0)) {
-    return Effect.fail(invalid("connectTimeoutMillis", connectTimeout, "must be finite and positive"))
+  if (!(typeof connectTimeout === "number" && connectTimeout > 0 && connectTimeout <= maxTimerMillis)) {
+    return Effect.fail(
+      invalid(
+        "connectTimeoutMillis",
+        connectTimeout,
+        `must be positive and at most ${maxTimerMillis} (about 24.8 days)`
+      )
+    )
   }
   return Effect.succeed({ maxConnections: max, connectTimeout })
 }
@@ -176,7 +242,7 @@ export const make = (
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { connectTimeout } = yield* validate(options)
-    yield* checkUrl("url", options.url)
+    yield* checkClientOptions("options", options)
     const connections = options.connections ?? 2
     if (!(Number.isInteger(connections) && connections >= 1 && connections <= 16)) {
       return yield* Effect.fail(invalid("connections", connections, "must be an integer from 1 to 16"))
@@ -465,12 +531,14 @@ export const makeSentinel = (
       return yield* invalid("name", options.name, "the master name must be a non-empty string")
     }
     if (!Array.isArray(options.sentinels) || options.sentinels.length === 0) {
-      return yield* invalid("sentinels", JSON.stringify(options.sentinels), "at least one sentinel is needed")
+      return yield* invalid("sentinels", options.sentinels, "at least one sentinel is needed")
     }
     for (const node of options.sentinels) {
       const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
-      if (problem !== undefined) return yield* invalid("sentinels", JSON.stringify(node), problem)
+      if (problem !== undefined) return yield* invalid("sentinels", node, problem)
     }
+    yield* checkClientOptions("nodeClientOptions", options.nodeClientOptions)
+    yield* checkClientOptions("sentinelClientOptions", options.sentinelClientOptions)
     const topology = yield* SentinelTopology.connect(
       {
         name: options.name,
@@ -500,9 +568,15 @@ export const makeCluster = (
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
-      return yield* invalid("rootNodes", JSON.stringify(options.rootNodes), "at least one node is needed")
+      return yield* invalid("rootNodes", options.rootNodes, "at least one node is needed")
     }
-    for (const node of options.rootNodes) yield* checkUrl("rootNodes", node?.url)
+    for (const node of options.rootNodes) {
+      if (!isRecord(node) || (node["url"] === undefined && node["socket"] === undefined)) {
+        return yield* invalid("rootNodes", node, "each node needs a url or socket options")
+      }
+      yield* checkClientOptions("rootNodes", node)
+    }
+    yield* checkClientOptions("defaults", options.defaults)
     const cluster = yield* ClusterTopology.connect(
       {
         rootNodes: options.rootNodes,
