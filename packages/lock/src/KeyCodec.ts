@@ -63,7 +63,12 @@ export interface KeyCodec<in K> {
 export const make = <K>(name: string, encode: (key: K) => Result.Result<string, string>): KeyCodec<K> => ({
   [TypeId]: TypeId,
   name,
-  encode: (key) => Result.flatMap(encode(key), checkText)
+  encode: (key) => {
+    const result: unknown = encode(key)
+    return Result.isResult(result)
+      ? Result.flatMap(result as Result.Result<string, string>, checkText)
+      : Result.fail(`the ${name} codec returned ${typeof result}, not a Result (wrap the text in Result.succeed)`)
+  }
 })
 
 // `String.prototype.isWellFormed` without its ES2024 typings: with the `u` flag a surrogate pair is

@@ -42,7 +42,14 @@ import * as Locked from "./internal/locked.ts"
 import * as Metrics from "./internal/metrics.ts"
 import * as Renewals from "./internal/renewals.ts"
 import { acquireScoped } from "./internal/scoped.ts"
-import { makeSettings, positiveMillisResult, tryBudgetMillis } from "./internal/settings.ts"
+import {
+  checkKeyCodec,
+  checkOptions,
+  invalid,
+  makeSettings,
+  positiveMillisResult,
+  tryBudgetMillis
+} from "./internal/settings.ts"
 import { monotonicMillis, nowMillis } from "./internal/time.ts"
 import { newToken } from "./internal/token.ts"
 import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
@@ -197,9 +204,10 @@ export const make: <K = string>(
 ) => Effect.Effect<LockClient<K>, InvalidArgument, LockBackend> = Effect.fnUntraced(function* <K = string>(
   options: LockOptions<K> = {}
 ) {
+  yield* checkOptions(options)
   const settings = yield* makeSettings(options)
   const backend = yield* LockBackend
-  const codec = (options.keyCodec ?? KeyCodec.string) as KeyCodec.KeyCodec<K>
+  const codec = yield* checkKeyCodec(options.keyCodec, KeyCodec.string as unknown as KeyCodec.KeyCodec<K>)
   const tryBudget = Math.min(tryBudgetMillis, settings.usableLeaseMillis)
   const shared: Locked.Client = {
     backend,
@@ -229,8 +237,12 @@ export const make: <K = string>(
       )
     })
   const client: LockClient<K> = {
-    acquire: (key, callOptions) =>
-      acquireScoped(client.withLock(key, callOptions), callOptions?.interruptOnLoss !== false),
+    acquire: (key, callOptions) => {
+      const interruptOnLoss: unknown = callOptions?.interruptOnLoss
+      return interruptOnLoss === undefined || typeof interruptOnLoss === "boolean"
+        ? acquireScoped(client.withLock(key, callOptions), interruptOnLoss !== false)
+        : Effect.fail(invalid("interruptOnLoss", interruptOnLoss, "must be a boolean"))
+    },
     namespace: settings.namespace,
     leaseDuration: Duration.millis(settings.leaseMillis),
     withLock: (key, callOptions) => (body) =>

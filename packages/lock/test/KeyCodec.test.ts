@@ -65,6 +65,9 @@ describe("KeyCodec", () => {
     assert.include(rejected(raw, "\uD800"), "surrogate")
     assert.include(rejected(raw, "x\uDBFFy"), "surrogate")
     assert.include(rejected(raw, 42), "string")
+    // From plain JavaScript, a function that returns the text itself instead of a Result.
+    const plain = KeyCodec.make<string>("plain", (key) => key as never)
+    assert.include(rejected(plain, "a"), "not a Result")
   })
 })
 

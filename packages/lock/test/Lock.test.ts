@@ -6,6 +6,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as KeyCodec from "../src/KeyCodec.ts"
 import * as Lock from "../src/Lock.ts"
 import { scripted } from "./fakeBackend.ts"
 
@@ -70,6 +72,79 @@ describe("Lock layers", () => {
         Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ LOCK_LEASE: "soon" })))
       )
       assert.strictEqual(error._tag, "ConfigError")
+    })
+  )
+})
+
+// What plain JavaScript (or a cast) can hand the client: each is InvalidArgument naming the field,
+// never a crash, and nothing reaches the backend.
+const makeWith = (options: unknown) => {
+  const fake = scripted({})
+  return { fake, make: Lock.make(options as never).pipe(Effect.provide(fake.layer)) }
+}
+
+const handBuilt = (encode: (key: string) => unknown) =>
+  ({ [KeyCodec.TypeId]: KeyCodec.TypeId, name: "hand", encode }) as unknown as KeyCodec.KeyCodec<string>
+
+describe("Lock options that are not what their types say", () => {
+  it.effect("options and key codecs", () =>
+    Effect.gen(function* () {
+      for (const options of [null, "lock", 7, []]) {
+        const error = yield* Effect.flip(makeWith(options).make)
+        assert.strictEqual(error.field, "options", String(options))
+      }
+      const throwingName = Object.defineProperty({ encode: () => Result.succeed("k") }, "name", {
+        get: () => {
+          throw new Error("no name")
+        }
+      })
+      for (const keyCodec of [{}, { name: 1, encode: () => Result.succeed("k") }, { name: "n" }, throwingName]) {
+        const error = yield* Effect.flip(makeWith({ keyCodec }).make)
+        assert.strictEqual(error.field, "keyCodec")
+      }
+      // NaN and the infinities are shown as such, not as JSON's null.
+      const nan = yield* Effect.flip(makeWith({ leaseDuration: Number.NaN }).make)
+      assert.include(nan.message, "NaN")
+      assert.notInclude(nan.message, "null")
+    })
+  )
+
+  it.effect("a codec that answers something other than a Result of non-empty text, or throws", () =>
+    Effect.gen(function* () {
+      const cases: ReadonlyArray<readonly [(key: string) => unknown, string]> = [
+        [(key) => key, "not a Result"],
+        [() => undefined, "not a Result"],
+        [() => Result.succeed(""), "non-empty string"],
+        [() => Result.succeed(42), "non-empty string"],
+        [() => Result.fail(42), "42"],
+        [
+          () => {
+            throw new Error("boom")
+          },
+          "Error: boom"
+        ]
+      ]
+      for (const [encode, says] of cases) {
+        const { fake, make } = makeWith({ keyCodec: handBuilt(encode) })
+        const lock = yield* make
+        const error = yield* Effect.flip(lock.withLock("k", { waitTimeout: "1 second" })(Effect.void))
+        assert.strictEqual(error._tag, "InvalidArgument")
+        assert.strictEqual((error as { field?: string }).field, "key")
+        assert.include(error.message, says)
+        assert.lengthOf(fake.calls.acquire, 0, "nothing was sent")
+      }
+    })
+  )
+
+  it.effect("acquire's interruptOnLoss must be a boolean", () =>
+    Effect.gen(function* () {
+      const { fake, make } = makeWith({})
+      const lock = yield* make
+      const error = yield* Effect.flip(
+        Effect.scoped(lock.acquire("k", { waitTimeout: "1 second", interruptOnLoss: "false" as never }))
+      )
+      assert.strictEqual((error as { field?: string }).field, "interruptOnLoss")
+      assert.lengthOf(fake.calls.acquire, 0, "nothing was sent")
     })
   )
 })

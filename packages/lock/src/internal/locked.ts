@@ -73,11 +73,20 @@ export const encodeKey = <K>(
   try {
     encoded = codec.encode(key)
   } catch (cause) {
-    encoded = Result.fail(`the ${codec.name} codec threw: ${render(cause)}`)
+    return Result.fail(invalid("key", key, `the ${codec.name} codec threw: ${render(cause)}`))
   }
-  return Result.isSuccess(encoded)
-    ? Result.succeed(lockKey(namespace, encoded.success))
-    : Result.fail(invalid("key", key, encoded.failure))
+  // A codec not built with `KeyCodec.make` (plain JavaScript, a cast) may answer anything.
+  if (!Result.isResult(encoded)) {
+    return Result.fail(invalid("key", key, `the ${codec.name} codec returned ${render(encoded)}, not a Result`))
+  }
+  if (Result.isFailure(encoded)) {
+    const reason = encoded.failure
+    return Result.fail(invalid("key", key, typeof reason === "string" ? reason : render(reason)))
+  }
+  const text = encoded.success
+  return typeof text === "string" && text.length > 0
+    ? Result.succeed(lockKey(namespace, text))
+    : Result.fail(invalid("key", key, `the ${codec.name} codec encoded it as ${render(text)}, not a non-empty string`))
 }
 
 export interface Call {

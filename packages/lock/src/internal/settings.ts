@@ -4,6 +4,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import type * as KeyCodec from "../KeyCodec.ts"
 import { InvalidArgument } from "../LockError.ts"
 
 /** The smallest lease accepted: below it, one round trip can eat the whole lease. */
@@ -31,7 +32,11 @@ export interface Settings {
 /** Any value as text for an error message; never throws, whatever the value's `toString` does. */
 export const render = (value: unknown): string => {
   if (typeof value === "string") return JSON.stringify(value)
+  // JSON would show NaN and the infinities as null.
+  if (typeof value === "number") return String(value)
   if (typeof value === "bigint") return `${value}n`
+  // JSON would show an error as {}.
+  if (value instanceof Error) return `${value.name}: ${value.message}`
   if (Duration.isDuration(value)) return Duration.format(value)
   try {
     const json = JSON.stringify(value)
@@ -93,6 +98,40 @@ export const safetyMarginMillis = (leaseMillis: number): number => 2 + leaseMill
 /** The part of a lease the client relies on, in whole milliseconds. */
 export const usableLeaseMillis = (leaseMillis: number): number =>
   Math.floor(leaseMillis - safetyMarginMillis(leaseMillis))
+
+/** The client's options object: `undefined` (the defaults) or an object. */
+export const checkOptions = (options: unknown): Effect.Effect<void, InvalidArgument> =>
+  options === undefined || (typeof options === "object" && options !== null && !Array.isArray(options))
+    ? Effect.void
+    : Effect.fail(invalid("options", options, "must be an options object"))
+
+/**
+ * The key codec a client will use, read once: its name and encode function must be what a
+ * `KeyCodec` has (a codec built in plain JavaScript, or cast, may not be one). The codec returned
+ * reads neither again, so a getter that throws later cannot reach a call.
+ */
+export const checkKeyCodec = <K>(
+  codec: KeyCodec.KeyCodec<K> | undefined,
+  fallback: KeyCodec.KeyCodec<K>
+): Effect.Effect<KeyCodec.KeyCodec<K>, InvalidArgument> => {
+  if (codec === undefined) return Effect.succeed(fallback)
+  let name: unknown
+  let encode: unknown
+  try {
+    name = codec.name
+    encode = codec.encode
+  } catch (cause) {
+    return Effect.fail(invalid("keyCodec", cause, "reading its name or encode threw"))
+  }
+  if (typeof name !== "string" || typeof encode !== "function") {
+    return Effect.fail(invalid("keyCodec", codec, "must be a KeyCodec (build one with KeyCodec.make)"))
+  }
+  if (Object.getOwnPropertyDescriptor(codec, "name")?.value === name && codec.encode === encode) {
+    return Effect.succeed(codec)
+  }
+  const call = encode as KeyCodec.KeyCodec<K>["encode"]
+  return Effect.succeed({ ...codec, name, encode: (key: K) => call.call(codec, key) })
+}
 
 export interface SettingsInput {
   readonly leaseDuration?: Duration.Input | undefined
