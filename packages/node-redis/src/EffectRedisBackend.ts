@@ -29,6 +29,7 @@ import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Exit from "effect/Exit"
 import { LockBackend } from "@sage/lock"
+import { InvalidArgument } from "@sage/lock/LockError"
 import { classify } from "./internal/classify.ts"
 import { noReply, type Send } from "./internal/commands.ts"
 import * as Standalone from "./internal/standalone.ts"
@@ -122,8 +123,21 @@ class NodeRedisClient extends Context.Service<
  * @category constructors
  * @since 0.2.0
  */
-export const make = (options: Options = {}): Effect.Effect<LockBackend.Backend, never, Redis.Redis | Scope.Scope> =>
+export const make = (
+  options: Options = {}
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Redis.Redis | Scope.Scope> =>
   Effect.gen(function* () {
+    if (typeof options !== "object" || options === null || Array.isArray(options)) {
+      return yield* new InvalidArgument({
+        field: "options",
+        value: String(options),
+        reason: "must be an options object"
+      })
+    }
+    const wakeups: unknown = options.wakeups
+    if (wakeups !== undefined && typeof wakeups !== "boolean") {
+      return yield* new InvalidArgument({ field: "wakeups", value: String(wakeups), reason: "must be a boolean" })
+    }
     const redis = yield* Redis.Redis
     const nodeRedis = yield* Effect.serviceOption(NodeRedisClient)
     const subscriber =
@@ -165,5 +179,5 @@ export const make = (options: Options = {}): Effect.Effect<LockBackend.Backend, 
  * @category layers
  * @since 0.2.0
  */
-export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, never, Redis.Redis> =>
+export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, InvalidArgument, Redis.Redis> =>
   Layer.effect(LockBackend.LockBackend, make(options))

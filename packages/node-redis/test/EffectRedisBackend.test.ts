@@ -105,6 +105,25 @@ describe("the backend over Effect's Redis service", () => {
     })
   )
 
+  it.live("options that are not an object, or wake-ups that are not a boolean, are InvalidArgument", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: "redis7" })
+      const redis = yield* Layer.build(NodeRedis.layer({ url: server.url }))
+      for (const [options, field] of [
+        [null, "options"],
+        ["wakeups", "options"],
+        [{ wakeups: "yes" }, "wakeups"],
+        [{ wakeups: 1 }, "wakeups"]
+      ] as const) {
+        const error = yield* Effect.flip(
+          Effect.scoped(Layer.build(EffectRedisBackend.layer(options as never))).pipe(Effect.provide(redis))
+        )
+        assert.strictEqual(error._tag, "InvalidArgument", JSON.stringify(options))
+        assert.strictEqual(error.field, field)
+      }
+    })
+  )
+
   it.live("with wake-ups over NodeRedis, releases wake other clients' waiters over one subscriber connection", () =>
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: "redis7" })
