@@ -177,6 +177,12 @@ const checkUrl = (field: string, url: unknown): Effect.Effect<void, InvalidArgum
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
+/** Whether `value` is an object with these methods (a client of the kind a function expects). */
+const hasMethods = (value: unknown, names: ReadonlyArray<string>): boolean =>
+  typeof value === "object" &&
+  value !== null &&
+  names.every((name) => typeof (value as Record<string, unknown>)[name] === "function")
+
 /** Node's timers fire at once beyond this (2^31 - 1 ms, about 24.8 days), with a warning. */
 const maxTimerMillis = 2_147_483_647
 
@@ -387,6 +393,9 @@ export const fromSentinel = (
 ): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { maxConnections } = yield* validate(options)
+    if (!hasMethods(sentinel, ["getMasterNode", "getReplicaNodes", "subscribe", "unsubscribe"])) {
+      return yield* invalid("sentinel", typeof sentinel, "must be a node-redis Sentinel client (createSentinel)")
+    }
     if (!sentinel.isOpen) {
       return yield* invalid("sentinel", "not connected", "connect the client before building the lock on it")
     }
@@ -485,6 +494,9 @@ export const fromCluster = (
 ): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { maxConnections } = yield* validate(options)
+    if (!hasMethods(cluster, ["sendCommand", "sSubscribe", "sUnsubscribe"]) || !Array.isArray(cluster.slots)) {
+      return yield* invalid("cluster", typeof cluster, "must be a node-redis Cluster client (createCluster)")
+    }
     if (!cluster.isOpen) {
       return yield* invalid("cluster", "not connected", "connect the client before building the lock on it")
     }

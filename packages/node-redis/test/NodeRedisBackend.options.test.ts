@@ -77,4 +77,13 @@ describe("NodeRedisBackend options", () => {
       assert.strictEqual(bigintPort, "sentinels")
     })
   )
+
+  it.live("a shared Sentinel or Cluster client that is not one", () =>
+    Effect.gen(function* () {
+      for (const client of [null, {}, { isOpen: true }]) {
+        assert.strictEqual(yield* refusedAs(NodeRedisBackend.layerFromSentinel(client as never)), "sentinel")
+        assert.strictEqual(yield* refusedAs(NodeRedisBackend.layerFromCluster(client as never)), "cluster")
+      }
+    })
+  )
 })
