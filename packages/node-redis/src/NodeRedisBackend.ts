@@ -196,7 +196,19 @@ const checkClientOptions = (field: string, options: unknown): Effect.Effect<void
   Effect.gen(function* () {
     if (options === undefined) return
     if (!isRecord(options)) return yield* invalid(field, options, "must be an options object")
-    yield* checkUrl(field === "options" ? "url" : `${field}.url`, options["url"])
+    const prefix = field === "options" ? "" : `${field}.`
+    yield* checkUrl(`${prefix}url`, options["url"])
+    for (const name of ["username", "password"]) {
+      const value = options[name]
+      // The value itself is never shown: it may be the password.
+      if (value !== undefined && typeof value !== "string") {
+        return yield* invalid(`${prefix}${name}`, typeof value, "must be a string")
+      }
+    }
+    const database = options["database"]
+    if (database !== undefined && !(Number.isInteger(database) && (database as number) >= 0)) {
+      return yield* invalid(`${prefix}database`, database, "must be an integer of at least 0")
+    }
     const socket = options["socket"]
     if (socket === undefined) return
     if (!isRecord(socket)) return yield* invalid(`${field}.socket`, socket, "must be an object")

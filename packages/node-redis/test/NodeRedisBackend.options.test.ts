@@ -65,6 +65,14 @@ describe("NodeRedisBackend options", () => {
         "nodeClientOptions.socket.host"
       )
       assert.strictEqual(yield* refusedAs(sentinel({ sentinelClientOptions: 7 })), "sentinelClientOptions")
+      assert.strictEqual(yield* refusedAs(NodeRedisBackend.layer({ password: 42 as never })), "password")
+      assert.strictEqual(
+        yield* refusedAs(sentinel({ nodeClientOptions: { username: ["u"] as never } })),
+        "nodeClientOptions.username"
+      )
+      for (const database of [-1, 1.5, "0"]) {
+        assert.strictEqual(yield* refusedAs(NodeRedisBackend.layer({ database: database as never })), "database")
+      }
       assert.strictEqual(yield* refusedAs(cluster({ defaults: { url: "nonsense" } })), "defaults.url")
       for (const rootNodes of [[{}], [null], [{ socket: { host: "" } }]]) {
         const field = yield* refusedAs(NodeRedisBackend.layerCluster({ rootNodes } as never))
