@@ -18,6 +18,7 @@ import * as Effect from "effect/Effect"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { type CommandClient, runScript, sendWithin, unexpected } from "./internal/commands.ts"
 import * as Scripts from "./internal/scripts.ts"
+import { valueText } from "./internal/valueText.ts"
 
 /**
  * What a fenced write needs of a client: node-redis's `sendCommand(args)`, as a standalone client (or
@@ -63,7 +64,7 @@ export type SetResult = { readonly _tag: "Written" } | { readonly _tag: "Stale";
 const written: SetResult = { _tag: "Written" }
 
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
-  new InvalidArgument({ field, value: typeof value === "string" ? JSON.stringify(value) : String(value), reason })
+  new InvalidArgument({ field, value: valueText(value), reason })
 
 /** The options of one write, checked before anything is sent: a bad token would defeat the fence. */
 const checkSet = (options: SetOptions): Effect.Effect<number, InvalidArgument> => {

@@ -17,6 +17,7 @@ import { LockScripts } from "@sage/lock"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./internal/classify.ts"
 import { type CommandClient, sendWithin, unexpected } from "./internal/commands.ts"
+import { valueText } from "./internal/valueText.ts"
 
 /**
  * A client that sends commands to the one node holding every key (a standalone `createClient`).
@@ -92,15 +93,6 @@ export interface ForceReleaseOptions {
   readonly timeoutMillis?: number | undefined
 }
 
-/** A value as error text; never throws. */
-const shown = (value: unknown): string => {
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return Object.prototype.toString.call(value)
-  }
-}
-
 const isCluster = (client: Client): client is ClusterClient => "masters" in client && "nodeClient" in client
 
 const isSentinel = (client: Client): client is SentinelClient => "getMasterNode" in client
@@ -172,7 +164,7 @@ const checkTimeout = (timeoutMillis: unknown): Effect.Effect<number, InvalidArgu
       : Effect.fail(
           new InvalidArgument({
             field: "timeoutMillis",
-            value: shown(timeoutMillis),
+            value: valueText(timeoutMillis),
             reason: "must be a positive, finite number of milliseconds"
           })
         )
@@ -321,7 +313,7 @@ export const forceRelease = (
       return yield* Effect.fail(
         new InvalidArgument({
           field: "force",
-          value: shown((options as { force?: unknown } | undefined)?.force),
+          value: valueText((options as { force?: unknown } | undefined)?.force),
           reason: "forcing a lock free breaks exclusion for its holder: pass { force: true } to confirm"
         })
       )

@@ -44,6 +44,7 @@ import * as SentinelTopology from "./internal/sentinel.ts"
 import * as SharedSentinelTopology from "./internal/sharedSentinel.ts"
 import * as SilentConnection from "./internal/silentConnection.ts"
 import * as Standalone from "./internal/standalone.ts"
+import { valueText } from "./internal/valueText.ts"
 
 /**
  * Options shared by every deployment.
@@ -137,28 +138,11 @@ const sentinelSharedLanes = 2
  */
 const sentinelOptions = { groupCommit: true } as const
 
-/** Any value as text; never throws (a bigint inside, a cycle, a throwing `toJSON`). */
-const shown = (value: unknown): string => {
-  if (typeof value === "string") return JSON.stringify(value)
-  if (typeof value === "number" || typeof value === "bigint") return String(value)
-  try {
-    const json = JSON.stringify(value)
-    if (json !== undefined) return json
-  } catch {
-    // Fall through to the plain form.
-  }
-  try {
-    return String(value)
-  } catch {
-    return Object.prototype.toString.call(value)
-  }
-}
-
 // Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
 const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
   new InvalidArgument({
     field,
-    value: Address.redactCredentials(shown(value)),
+    value: Address.redactCredentials(valueText(value)),
     reason: Address.redactCredentials(reason)
   })
 
