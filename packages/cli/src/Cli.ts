@@ -5,8 +5,8 @@
  * Sentinel-managed master (`--sentinel host:port,... --master <name>`) or a Cluster
  * (`--cluster host:port,...`).
  *
- * What it does not do: take or renew locks, wake waiters, or talk TLS to sentinels or cluster nodes
- * (a `rediss://` URL works for a standalone server). Passwords come from the URL or the
+ * What it does not do: take or renew locks, or wake waiters. TLS: `--tls` (with `--ca`) for every
+ * connection, sentinels and cluster nodes included, or a `rediss://` URL for a standalone server. Passwords come from the URL or the
  * `SAGE_LOCK_PASSWORD` environment variable and never appear in output or errors. Every connection
  * and command is bounded by `--timeout` (default 5 seconds). Failures print one line to standard
  * error and exit with status 1.
@@ -220,8 +220,13 @@ export const command: Command.Command<"sage-lock", {}, {}, CommandFailed, never>
   Command.withSubcommands([inspect, list, release])
 )
 
-// Credentials typed into a URL (`//user:secret@`) must not come back in a parse error.
-const hideUserinfo = (text: string): string => text.replace(/(\/\/[^\s/:@]*:)[^\s/@]*@/g, "$1***@")
+// Credentials typed into a URL must not come back in a parse error. A password may hold `/`, `?`,
+// `#`, `,`, `@` or a space, so a URL's credentials run to its last `@`: within a quoted argument
+// (the parser quotes what it echoes), to the closing quote; unquoted, to a space or the next URL.
+const hideUserinfo = (text: string): string =>
+  text
+    .replace(/"([a-z][a-z0-9+.-]*:\/\/)[^"]*@/gi, '"$1***@')
+    .replace(/([a-z][a-z0-9+.-]*:\/\/)(?:(?![a-z][a-z0-9+.-]*:\/\/)[^\s"'`<>])*@/gi, "$1***@")
 
 // Bad invocations get the errors and a pointer to --help on standard error, not the whole help on
 // standard output, where a script reading --json would take it for data.

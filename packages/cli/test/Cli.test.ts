@@ -4,6 +4,7 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as ChildProcess from "node:child_process"
 import * as Net from "node:net"
@@ -13,7 +14,7 @@ import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer } from "@sage/lock-testkit"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import packageJson from "../package.json" with { type: "json" }
-import { fails, inspectListRelease, namespace, succeeds } from "./harness.ts"
+import { fails, inspectListRelease, namespace, runCli, succeeds } from "./harness.ts"
 
 class Server extends Context.Service<Server, RedisServer.RedisServer>()("@sage/lock-cli/test/Server") {}
 
@@ -165,10 +166,51 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
         ["list", "--url", `redis://operator:${secret}@[::1:6379`],
         ["list", "--cluster", `operator:${secret}@10.0.0.7:7000`],
         ["list", "--sentinel", `operator:${secret}@10.0.0.5`, "--master", "m"],
-        ["list", "--url", `redis://operator:${secret}@127.0.0.1:1`]
+        ["list", "--url", `redis://operator:${secret}@127.0.0.1:1`],
+        // Written unencoded, a password's ?, # or / turns the rest into a query, fragment or path
+        // (and its digits into a port): refused, not connected to a host read out of the password.
+        ["list", "--url", `redis://operator:4242?${secret}@127.0.0.1:1`],
+        ["list", "--url", `redis://operator:4242#${secret}@127.0.0.1:1`],
+        ["list", "--url", `redis://operator:4242/${secret}@127.0.0.1:1`],
+        // Echoed by the argument parser: the credentials run to the URL's last @ whatever they hold.
+        ["list", `redis://:${secret}/x@127.0.0.1:1`],
+        ["list", `redis://u:${secret} x@127.0.0.1:1`],
+        ["list", `redis://u:${secret}@x@127.0.0.1:1`],
+        ["list", "--timeout", `redis://:${secret}/x@h:1`]
       ]) {
         assert.notInclude(yield* fails(args), secret, args.join(" "))
       }
+      const query = yield* fails(["list", "--url", `redis://127.0.0.1:1?${secret}@x`])
+      assert.include(query, "may only name a database")
+    })
+  )
+
+  it.live("Ctrl-C during a connect that never settles ends the command at once, not at --timeout", () =>
+    Effect.gen(function* () {
+      const port = yield* silentPort
+      for (const args of [
+        ["list", "--url", `redis://127.0.0.1:${port}`, "--timeout", "60"],
+        ["list", "--sentinel", `127.0.0.1:${port}`, "--master", "m", "--timeout", "60"]
+      ]) {
+        const fiber = yield* Effect.forkChild(runCli(args))
+        yield* Effect.sleep("300 millis")
+        const started = Date.now()
+        yield* Fiber.interrupt(fiber)
+        // The client's close and destroy are each bounded at 2 s; --timeout is 60 s.
+        assert.isBelow(Date.now() - started, 10_000, args.join(" "))
+      }
+    })
+  )
+
+  it.live("a sentinel that accepts and never answers: the command ends after --timeout", () =>
+    Effect.gen(function* () {
+      const port = yield* silentPort
+      const started = Date.now()
+      const message = yield* fails(["list", "--sentinel", `127.0.0.1:${port}`, "--master", "m", "--timeout", "1"])
+      assert.include(message, "no connection within 1000 ms")
+      // The connect's 1 s, then the client's close and destroy, each bounded at 2 s (destroy used to
+      // wait forever here).
+      assert.isBelow(Date.now() - started, 15_000)
     })
   )
 

@@ -73,6 +73,13 @@ const standaloneUrl = (
   if (url.protocol !== "redis:" && url.protocol !== "rediss:")
     return fail("--url must start with redis:// or rediss://")
   if (url.hostname === "") return fail("--url has no host")
+  // A query or fragment, or a path other than the database, is what a password written unencoded
+  // (with ?, # or /) turns into: refused rather than connected to a host read out of the password.
+  if (url.search !== "" || url.hash !== "" || !/^(\/\d*)?$/.test(url.pathname)) {
+    return fail(
+      "--url may only name a database after the host (redis://host:port/0); encode ?, # and / in a password (%3F, %23, %2F), or set SAGE_LOCK_PASSWORD"
+    )
+  }
   const username = url.username === "" ? undefined : decodeURIComponent(url.username)
   const password = url.password === "" ? undefined : decodeURIComponent(url.password)
   url.username = ""
@@ -202,12 +209,17 @@ export const reasonOf = (error: unknown): string => {
   return String(error)
 }
 
+/** Runs a client's close or destroy, ignoring its failure, and waits at most 2 s for it to settle. */
 const quietly = (run: () => unknown): Effect.Effect<void> =>
   Effect.promise(() =>
     Promise.resolve()
       .then(run)
       .catch(() => {})
-  ).pipe(Effect.asVoid)
+  ).pipe(
+    // A Sentinel client's destroy never settles when its sentinel accepted and never answered.
+    Effect.timeoutOption(2_000),
+    Effect.asVoid
+  )
 
 const connectScoped = <C extends Closeable>(
   connection: Connection,
@@ -216,26 +228,31 @@ const connectScoped = <C extends Closeable>(
   const secrets = secretsOf(connection)
   const failed = (reason: string) =>
     new CommandFailed({ message: redact(`cannot connect to ${connection.description}: ${reason}`, secrets) })
-  return Effect.acquireRelease(
-    Effect.suspend(() => {
-      const client = create()
-      // Socket errors surface as the connect or command failure; unhandled, they would crash node.
-      client.on("error", () => {})
-      // The acquisition is uninterruptible: without `interruptible` here the timeout could not stop
-      // a connect that never settles (a server that accepts and never answers).
-      return Effect.tryPromise({ try: () => client.connect(), catch: (error) => failed(reasonOf(error)) }).pipe(
-        Effect.interruptible,
-        Effect.timeoutOrElse({
-          duration: connection.timeoutMillis,
-          orElse: () => Effect.fail(failed(`no connection within ${connection.timeoutMillis} ms (--timeout)`))
-        }),
-        Effect.tapError(() => quietly(() => client.destroy())),
-        Effect.as(client)
-      )
-    }),
-    (client) =>
-      quietly(() => client.close()).pipe(Effect.timeoutOption(2_000), Effect.ensuring(quietly(() => client.destroy())))
-  )
+  return Effect.gen(function* () {
+    // Only making the client is the acquisition: the connect runs after it, interruptible, so
+    // Ctrl-C stops a connect that never settles at once rather than at --timeout. Whatever the
+    // outcome, the scope closes and then destroys the client, each bounded.
+    const client = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const client = create()
+        // Socket errors surface as the connect or command failure; unhandled, they would crash node.
+        client.on("error", () => {})
+        return client
+      }),
+      (client) =>
+        Effect.andThen(
+          quietly(() => client.close()),
+          quietly(() => client.destroy())
+        )
+    )
+    yield* Effect.tryPromise({ try: () => client.connect(), catch: (error) => failed(reasonOf(error)) }).pipe(
+      Effect.timeoutOrElse({
+        duration: connection.timeoutMillis,
+        orElse: () => Effect.fail(failed(`no connection within ${connection.timeoutMillis} ms (--timeout)`))
+      })
+    )
+    return client
+  })
 }
 
 /**
