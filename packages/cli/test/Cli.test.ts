@@ -88,6 +88,29 @@ layer(ServerLive, { excludeTestServices: true })("sage-lock on a standalone serv
     })
   )
 
+  it.effect("keys holding control characters are printed escaped: they cannot drive the terminal or split a row", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const ns = namespace("ctl")
+      const key = "job\u001b[31m\nred\u009b2J"
+      const backend = yield* NodeRedisBackend.make({ url: server.url })
+      const lock = yield* Lock.make({ namespace: ns, leaseDuration: "5 seconds" }).pipe(
+        Effect.provideService(LockBackend, backend)
+      )
+      // Released at once; the fence key it leaves keeps the lock listed.
+      yield* lock.withLock(key, { waitTimeout: "2 seconds" })(Effect.void)
+      const listed = yield* succeeds(["list", "--url", server.url, "--namespace", ns])
+      const inspected = yield* succeeds(["inspect", key, "--url", server.url, "--namespace", ns])
+      for (const out of [listed, inspected]) {
+        assert.notMatch(out.replaceAll("\n", ""), /\p{Cc}/u, "no control character but the lines' own")
+        assert.include(out, "job\\u001b[31m\\nred\\u009b2J")
+      }
+      assert.lengthOf(listed.split("\n"), 3, "a header, one row and the count")
+      const json = JSON.parse(yield* succeeds(["list", "--json", "--url", server.url, "--namespace", ns]))
+      assert.strictEqual(json[0].key, key, "--json keeps the key exact")
+    })
+  )
+
   it.effect("takes the password from the URL or SAGE_LOCK_PASSWORD, and never prints it", () =>
     Effect.gen(function* () {
       const server = yield* Server

@@ -40,14 +40,24 @@ export const report = (namespace: string, info: LockAdmin.LockInfo, key?: string
   waiters: info.waiters
 })
 
+/**
+ * Text as a terminal should show it: control characters (C0, DEL and C1), which in a key could
+ * move the cursor, recolour the screen or split a table row, are written as escapes (`\n`, `\t`,
+ * `\u001b`). Only the text output does this; `--json` keeps keys exact.
+ */
+export const printable = (text: string): string =>
+  text.replace(/\p{Cc}/gu, (c) =>
+    c === "\n" ? "\\n" : c === "\t" ? "\\t" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+  )
+
 const remaining = (lock: Report): string =>
   !lock.held ? "-" : lock.remainingMillis === null ? "no expiry" : `${lock.remainingMillis} ms`
 
 /** `inspect` for people. */
 export const inspectText = (lock: Report): string =>
   [
-    ["key", lock.key ?? "?"],
-    ["redis key", lock.redisKey],
+    ["key", lock.key === null ? "?" : printable(lock.key)],
+    ["redis key", printable(lock.redisKey)],
     ["held", lock.held ? "yes" : "no"],
     ["remaining TTL", remaining(lock)],
     ["last fencing token", lock.lastFencingToken === null ? "none" : String(lock.lastFencingToken)],
@@ -62,7 +72,7 @@ export const listText = (namespace: string, locks: ReadonlyArray<Report>): strin
   const rows = [
     ["KEY", "HELD", "TTL", "FENCE", "WAITERS"],
     ...locks.map((lock) => [
-      lock.key ?? lock.redisKey,
+      printable(lock.key ?? lock.redisKey),
       lock.held ? "yes" : "no",
       remaining(lock),
       lock.lastFencingToken === null ? "-" : String(lock.lastFencingToken),
@@ -84,5 +94,5 @@ export const listText = (namespace: string, locks: ReadonlyArray<Report>): strin
 /** `release` for people. */
 export const releaseText = (key: string, redisKey: string, released: boolean): string =>
   released
-    ? `released ${key} (${redisKey}): a holder still running loses it at its next renewal`
-    : `${key} (${redisKey}) was not held: nothing released`
+    ? `released ${printable(key)} (${printable(redisKey)}): a holder still running loses it at its next renewal`
+    : `${printable(key)} (${printable(redisKey)}) was not held: nothing released`
