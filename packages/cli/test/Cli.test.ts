@@ -250,6 +250,17 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
     })
   )
 
+  it.live("a bracketed IPv6 --url reaches the server (node-redis alone looks `[::1]` up as a host name)", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: "redis7", args: ["--bind", "127.0.0.1 ::1"] })
+      const ns = namespace("v6")
+      assert.strictEqual(
+        yield* succeeds(["list", "--url", `redis://[::1]:${server.port}/0`, "--namespace", ns]),
+        `no locks in namespace "${ns}"`
+      )
+    })
+  )
+
   it.live("--version prints the package's version", () =>
     Effect.map(succeeds(["--version"]), (out) => assert.strictEqual(out, `sage-lock v${packageJson.version}`))
   )

@@ -257,7 +257,10 @@ export const make = (
     } = options
     const [first, ...others] = yield* Effect.forEach(
       Array.from({ length: connections }),
-      () => SilentConnection.watch({ open: Standalone.connect(clientOptions as RedisClientOptions, connectTimeout) }),
+      () =>
+        SilentConnection.watch({
+          open: Standalone.connect(Address.withoutBracketedUrl(clientOptions) as RedisClientOptions, connectTimeout)
+        }),
       { concurrency: "unbounded" }
     )
     return yield* Standalone.fromClients([first!, ...others], "node-redis standalone")
@@ -587,7 +590,7 @@ export const makeCluster = (
     yield* checkClientOptions("defaults", options.defaults)
     const cluster = yield* ClusterTopology.connect(
       {
-        rootNodes: options.rootNodes,
+        rootNodes: options.rootNodes.map((node) => Address.withoutBracketedUrl(node)),
         ...(options.defaults === undefined ? {} : { defaults: options.defaults }),
         ...(options.nodeAddressMap === undefined ? {} : { nodeAddressMap: options.nodeAddressMap })
       } as RedisClusterOptions,

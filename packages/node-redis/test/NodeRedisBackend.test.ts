@@ -88,6 +88,14 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
       })
     )
 
+    it.live("a bracketed IPv6 URL connects (node-redis alone looks `[::1]` up as a host name)", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor, args: ["--bind", "127.0.0.1 ::1"] })
+        const lock = yield* lockOn(`redis://[::1]:${server.port}`)
+        assert.strictEqual(yield* Effect.succeed(1).pipe(lock.withLock("v6", { waitTimeout: "2 seconds" })), 1)
+      })
+    )
+
     it.live("reloads scripts transparently after SCRIPT FLUSH", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })

@@ -79,6 +79,26 @@ describe("addresses", () => {
     )
   })
 
+  it("withoutBracketedUrl turns a bracketed IPv6 URL into options node-redis can connect with", () => {
+    assert.deepStrictEqual(
+      Address.withoutBracketedUrl({
+        url: "rediss://u%40x:p%2Fw@[::1]:7000/3",
+        socket: { connectTimeout: 5 }
+      }) as unknown,
+      {
+        username: "u@x",
+        password: "p/w",
+        database: 3,
+        socket: { connectTimeout: 5, host: "::1", port: 7000, tls: true }
+      }
+    )
+    assert.deepStrictEqual(Address.withoutBracketedUrl({ url: "redis://[fe80::1]" }) as unknown, {
+      socket: { host: "fe80::1", port: 6379 }
+    })
+    const plain = { url: "redis://127.0.0.1:6379" }
+    assert.strictEqual(Address.withoutBracketedUrl(plain), plain, "any other URL is left to node-redis")
+  })
+
   it("redactUrl hides everything before a URL's last @, spaces included", () => {
     assert.strictEqual(Address.redactUrl("redis://u:pa ss,w/rd@h:99999"), "redis://***@h:99999")
     assert.strictEqual(Address.redactUrl("u:pw@h:1"), "***@h:1")

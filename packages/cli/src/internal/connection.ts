@@ -283,7 +283,21 @@ export const connect = (connection: Connection): Effect.Effect<LockAdmin.Client,
     case "Standalone":
       return connectScoped(connection, () => {
         const options = nodeOptions(connection)
-        return createClient({ url: target.url.href, ...options, disableOfflineQueue: true })
+        const url = target.url
+        // node-redis looks a bracketed IPv6 host (`redis://[::1]:6379`) up as a name: give it the
+        // parts instead (the credentials were taken out of the URL already).
+        if (!url.hostname.startsWith("[")) return createClient({ url: url.href, ...options, disableOfflineQueue: true })
+        const database = /^\/(\d+)$/.exec(url.pathname)?.[1]
+        return createClient({
+          ...options,
+          ...(database === undefined ? {} : { database: Number(database) }),
+          socket: {
+            ...options.socket,
+            host: url.hostname.slice(1, -1),
+            port: url.port === "" ? 6379 : Number(url.port)
+          },
+          disableOfflineQueue: true
+        })
       })
     case "Sentinel":
       return connectScoped(connection, () =>

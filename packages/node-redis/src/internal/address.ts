@@ -107,3 +107,33 @@ export const checkRedisUrl = (url: unknown): string | undefined => {
   }
   return undefined
 }
+
+/**
+ * Client options whose `url` names a bracketed IPv6 host (`redis://[::1]:6379`) rewritten without
+ * the URL: node-redis 5 and 6 look the bracketed text up as a host name and fail with `ENOTFOUND`.
+ * The URL's parts become options, taking precedence as the URL's would: `socket.host` (unbracketed)
+ * and `port` (6379 by default), `tls` for `rediss:`, the decoded user name and password, and the
+ * database. Any other options (a valid URL for any other host, or no URL) come back unchanged.
+ */
+export const withoutBracketedUrl = <
+  O extends { readonly url?: string | undefined; readonly socket?: object | undefined }
+>(
+  options: O
+): O => {
+  const url = options.url === undefined ? null : URL.parse(options.url)
+  if (url === null || !url.hostname.startsWith("[")) return options
+  const { url: _url, ...rest } = options
+  const database = /^\/(\d+)$/.exec(url.pathname)?.[1]
+  return {
+    ...rest,
+    ...(url.username === "" ? {} : { username: decodeURIComponent(url.username) }),
+    ...(url.password === "" ? {} : { password: decodeURIComponent(url.password) }),
+    ...(database === undefined ? {} : { database: Number(database) }),
+    socket: {
+      ...options.socket,
+      host: url.hostname.slice(1, -1),
+      port: url.port === "" ? 6379 : Number(url.port),
+      ...(url.protocol === "rediss:" ? { tls: true } : {})
+    }
+  } as unknown as O
+}
