@@ -173,7 +173,8 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
         [["list", "--url", "http://127.0.0.1:6379"], "must start with redis://"],
         [["list", "--timeout", "0"], "--timeout must be"],
         [["list", "--namespace", "a{b}"], "--namespace must be non-empty and contain no braces"],
-        [["inspect", "", "--url", "redis://127.0.0.1:1"], "the key must not be empty"]
+        [["inspect", "", "--url", "redis://127.0.0.1:1"], "the key must not be empty"],
+        [["list", "--user", " ", "--url", "redis://127.0.0.1:1"], "--user needs a user name"]
       ]
       for (const [args, expected] of cases) {
         const message = yield* fails(args)

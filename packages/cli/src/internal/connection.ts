@@ -132,6 +132,7 @@ export const fromFlags = (flags: ConnectionFlags): Effect.Effect<Connection, Com
       sentinelPassword: envPassword(sentinelPasswordVariable)
     }).pipe(Effect.mapError(() => new CommandFailed({ message: `${passwordVariable} could not be read` })))
     const user = Option.getOrUndefined(flags.user)
+    if (user !== undefined && user.trim() === "") return yield* fail("--user needs a user name")
     const rediss = Option.isSome(flags.url) && flags.url.value.trim().toLowerCase().startsWith("rediss:")
     if (Option.isSome(flags.ca) && !flags.tls && !rediss) {
       return yield* fail("--ca is the CA for TLS connections: add --tls (or give a rediss:// --url)")
