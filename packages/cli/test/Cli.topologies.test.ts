@@ -66,6 +66,20 @@ layer(ClusterLive, { excludeTestServices: true, timeout: "30 seconds" })("sage-l
     })
   )
 
+  it.effect("a wrong user or password says WRONGPASS, not only that no root node was available", () =>
+    Effect.gen(function* () {
+      const topology = yield* Cluster
+      const message = yield* fails(
+        ["list", "--cluster", addresses(topology.rootNodes.slice(0, 1)), "--user", "nobody"],
+        {
+          SAGE_LOCK_PASSWORD: "wrong-secret"
+        }
+      )
+      assert.include(message, "WRONGPASS")
+      assert.notInclude(message, "wrong-secret")
+    })
+  )
+
   it.effect("lists the locks of every master", () =>
     Effect.gen(function* () {
       const topology = yield* Cluster

@@ -83,6 +83,21 @@ describe(`cluster on ${flavor}`, () => {
     })
   )
 
+  it.live("a wrong password fails the layer with the nodes' own WRONGPASS, not node-redis's generic error", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: "redis7" })
+      const error = yield* Effect.scoped(
+        NodeRedisBackend.makeCluster({
+          rootNodes: [{ url: topology.nodes[0]!.url }],
+          defaults: { username: "nobody", password: "wrong" },
+          connectTimeoutMillis: 5_000
+        })
+      ).pipe(Effect.flip, Effect.timeout("20 seconds"))
+      assert.strictEqual(error._tag, "LockRedisError")
+      assert.strictEqual((error as { code?: string }).code, "WRONGPASS", String(error))
+    })
+  )
+
   it.live("a root node that accepts connections and never answers: the layer fails within connectTimeoutMillis", () =>
     Effect.gen(function* () {
       // A TCP server that takes every connection and says nothing, like a stalled process behind a

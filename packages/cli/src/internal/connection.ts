@@ -233,11 +233,14 @@ const connectScoped = <C extends Closeable>(
     // Only making the client is the acquisition: the connect runs after it, interruptible, so
     // Ctrl-C stops a connect that never settles at once rather than at --timeout. Whatever the
     // outcome, the scope closes and then destroys the client, each bounded.
+    let lastError: unknown
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const client = create()
         // Socket errors surface as the connect or command failure; unhandled, they would crash node.
-        client.on("error", () => {})
+        client.on("error", (error) => {
+          lastError = error
+        })
         return client
       }),
       (client) =>
@@ -246,11 +249,25 @@ const connectScoped = <C extends Closeable>(
           quietly(() => client.destroy())
         )
     )
-    yield* Effect.tryPromise({ try: () => client.connect(), catch: (error) => failed(reasonOf(error)) }).pipe(
+    yield* Effect.tryPromise({
+      try: () => client.connect(),
+      // A Cluster client that reached no root node says only that; each node's own failure
+      // (WRONGPASS, not a cluster, refused) came before it as an error event.
+      catch: (error) =>
+        failed(
+          reasonOf(
+            error instanceof Error && error.message.startsWith("All the root nodes are unavailable") && lastError
+              ? lastError
+              : error
+          )
+        )
+    }).pipe(
       Effect.timeoutOrElse({
         duration: connection.timeoutMillis,
         orElse: () => Effect.fail(failed(`no connection within ${connection.timeoutMillis} ms (--timeout)`))
-      })
+      }),
+      // A failed connect is destroyed at once: a close would wait on the connect it abandons.
+      Effect.tapError(() => quietly(() => client.destroy()))
     )
     return client
   })
