@@ -3,12 +3,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import { ClusterTopology, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as Cluster from "../src/internal/cluster.ts"
 import * as Pool from "../src/internal/pool.ts"
-import { destroyForGood } from "../src/internal/teardown.ts"
+import * as Standalone from "../src/internal/standalone.ts"
+import { attemptGraceMillis, destroyForGood } from "../src/internal/teardown.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
@@ -73,6 +75,23 @@ describe(`closing node-redis clients on ${flavor}`, () => {
       destroyForGood(client)
       // node-redis 6 destroys it; node-redis 5 refuses to, and its socket is unreferenced instead
       // (teardown.ts): either way no socket keeps the process alive.
+      assert.strictEqual(yield* settledSocketsTo(server.port), 0)
+    })
+  )
+
+  it.live("a standalone connect interrupted while the server does not answer ends at once, its socket closed", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor: flavor! })
+      // Frozen: the TCP connect succeeds, the handshake gets no reply.
+      yield* server.pause
+      yield* Effect.addFinalizer(() => Effect.ignore(server.resume))
+      const connecting = yield* Effect.forkChild(Effect.scoped(Standalone.connect({ url: server.url }, 60_000)))
+      yield* Effect.sleep("300 millis")
+      const started = Date.now()
+      yield* Fiber.interrupt(connecting)
+      assert.isBelow(Date.now() - started, 5_000, "not held until the 60 s connect limit")
+      // A handshake the server never answers is destroyed after the attempt's grace (teardown.ts).
+      yield* Effect.sleep(attemptGraceMillis)
       assert.strictEqual(yield* settledSocketsTo(server.port), 0)
     })
   )

@@ -79,37 +79,51 @@ export const connect = (
       reported = false
     })
     const timeout = connectTimeoutMillis
-    return yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () =>
-          new Promise<Client>((resolve, reject) => {
-            failFirst = reject
-            const timer = setTimeout(() => reject(new Error(`could not connect within ${timeout} ms`)), timeout)
-            client.connect().then(
-              () => {
-                clearTimeout(timer)
-                resolve(client)
-              },
-              (error: unknown) => {
-                clearTimeout(timer)
-                reject(error)
-              }
-            )
-          }),
-        catch: (error) => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let state: "connecting" | "connected" | "failed" = "connecting"
+    // Registered before the connect, which then stays interruptible: a layer interrupted while it
+    // connects ends at once instead of at `connectTimeoutMillis`, its client destroyed. A connected
+    // client is closed, then destroyed; `close()` rejects on a client that is already closed
+    // (destroyed after it went silent, or given up on by an application's `reconnectStrategy`): that
+    // is no failure of the close. A failed connect destroyed its client already.
+    yield* Effect.addFinalizer(() => {
+      if (state === "failed") return Effect.void
+      if (state === "connecting") {
+        return Effect.sync(() => {
+          clearTimeout(timer)
           destroyForGood(client)
-          return classify("connect", error)
-        }
-      }),
-      // `close()` rejects on a client that is already closed (destroyed after it went silent, or given
-      // up on by an application's `reconnectStrategy`): that is no failure of the layer's close.
-      (client) =>
-        Effect.promise(() =>
-          Promise.resolve()
-            .then(() => client.close())
-            .catch(() => undefined)
-        ).pipe(Effect.timeoutOption(2_000), Effect.ensuring(Effect.sync(() => destroyForGood(client))))
-    )
+        })
+      }
+      return Effect.promise(() =>
+        Promise.resolve()
+          .then(() => client.close())
+          .catch(() => undefined)
+      ).pipe(Effect.timeoutOption(2_000), Effect.ensuring(Effect.sync(() => destroyForGood(client))))
+    })
+    return yield* Effect.tryPromise({
+      try: () =>
+        new Promise<Client>((resolve, reject) => {
+          failFirst = reject
+          timer = setTimeout(() => reject(new Error(`could not connect within ${timeout} ms`)), timeout)
+          client.connect().then(
+            () => {
+              clearTimeout(timer)
+              state = "connected"
+              resolve(client)
+            },
+            (error: unknown) => {
+              clearTimeout(timer)
+              reject(error)
+            }
+          )
+        }),
+      catch: (error) => {
+        state = "failed"
+        clearTimeout(timer)
+        destroyForGood(client)
+        return classify("connect", error)
+      }
+    })
   })
 
 /** At most this many leases go into one `renewAll` script: a long script blocks the server. */
