@@ -71,4 +71,29 @@ describe("Deadlines", () => {
     await second
     assert.strictEqual(Deadlines.waiting(), 0)
   })
+
+  it("holds a limit longer than a Node timer can (24.8 days) without expiring it or firing every millisecond", async () => {
+    // Node fires a timer whose delay does not fit 32 bits after 1 ms, with a TimeoutOverflowWarning;
+    // re-armed for what is left, such a limit used to fire about every millisecond while it waited.
+    const overflows: Array<string> = []
+    const onWarning = (warning: Error) => {
+      if (warning.name === "TimeoutOverflowWarning") overflows.push(warning.message)
+    }
+    process.on("warning", onWarning)
+    try {
+      let expired = false
+      const long = Deadlines.after(30 * 24 * 3600 * 1000, () => {
+        expired = true
+      })
+      const short = timed(30)
+      assert.isAtLeast(await short.expired, 30)
+      await sleep(100)
+      assert.isFalse(expired)
+      assert.strictEqual(Deadlines.waiting(), 1)
+      Deadlines.cancel(long)
+      assert.deepStrictEqual(overflows, [])
+    } finally {
+      process.off("warning", onWarning)
+    }
+  })
 })

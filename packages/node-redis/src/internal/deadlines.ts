@@ -22,6 +22,8 @@
 // Referencing the timer only while a limit waits cost a `ref` and an `unref` per command one at a
 // time, about as much as what the shared timer saves.
 
+import { timerDelay } from "./timerDelay.ts"
+
 /** One command's time limit: `expire` runs once `at` (on `performance.now()`'s clock) has passed. */
 export class Deadline {
   readonly at: number
@@ -58,7 +60,8 @@ const unlink = (deadline: Deadline): boolean => {
 
 const arm = (at: number, now: number): void => {
   if (timer !== undefined) clearTimeout(timer)
-  timer = setTimeout(fire, Math.max(1, Math.ceil(at - now)))
+  // A limit beyond what a timer holds is reached in steps: `fire` re-arms for what is left.
+  timer = setTimeout(fire, timerDelay(at - now))
   timer.unref()
   armedAt = at
 }

@@ -24,6 +24,7 @@ import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
 import { noReply } from "./commands.ts"
 import { type Connection, exhausted, type Pool } from "./pool.ts"
+import { timerDelay } from "./timerDelay.ts"
 
 /** The replies a member gets from its batch: its script's, and the batch's `ROLE` and `WAIT` (if any). */
 export interface BatchOutcome {
@@ -147,7 +148,7 @@ const sharingWaits = (connection: Connection): Connection => {
   let inFlight: SharedWait | undefined
   const join = (shared: SharedWait, timeoutMillis: number) =>
     Effect.callback<unknown, LockRedisError>((resume) => {
-      const millis = Math.max(1, Math.ceil(timeoutMillis))
+      const millis = timerDelay(timeoutMillis)
       const listener = (reply: Result.Result<unknown, LockRedisError>) => {
         clearTimeout(timer)
         resume(Result.isSuccess(reply) ? Effect.succeed(reply.success) : Effect.fail(reply.failure))
@@ -367,7 +368,7 @@ export const make = (pool: Pool): Effect.Effect<GroupCommit, never, Scope.Scope>
             member.resume = settle
             // Its own time limit, whatever the batch's: behind batches in flight, waiting for a
             // connection, or for the reply.
-            const millis = Math.max(1, Math.ceil(timeoutMillis))
+            const millis = timerDelay(timeoutMillis)
             timer = setTimeout(() => {
               if (member.delivered !== undefined) return
               member.left = true

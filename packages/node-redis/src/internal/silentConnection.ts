@@ -31,6 +31,7 @@ import type { LockRedisError } from "@sage/lock/LockError"
 import { sendWithin } from "./commands.ts"
 import type { SharedClient, SubscriberClient } from "./standalone.ts"
 import { type Destroyable, destroyForGood } from "./teardown.ts"
+import { timerDelay } from "./timerDelay.ts"
 
 /**
  * How long a connection that node-redis reports ready may leave a `TIME` unanswered, after one of
@@ -71,7 +72,7 @@ export const silenceProbe = (
       if (probing !== probe) return
       probing = undefined
       onSilent(probed, Math.round(performance.now() - started))
-    }, limitMillis)
+    }, timerDelay(limitMillis))
     const settle = (): void => {
       if (probing !== probe) return
       probing = undefined

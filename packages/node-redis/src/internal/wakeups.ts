@@ -23,6 +23,7 @@ import type * as Scope from "effect/Scope"
 import type { Granted, Wakeups } from "@sage/lock/LockBackend"
 import { LockScripts } from "@sage/lock"
 import { type Probed, silenceProbe, silentAfterMillis } from "./silentConnection.ts"
+import { timerDelay } from "./timerDelay.ts"
 
 /** How a backend subscribes: plain channels (standalone, Sentinel) or sharded ones (Cluster). */
 export interface Subscriber {
@@ -278,15 +279,12 @@ export const make = (options: {
             clearTimeout(timer)
           }
           set.add(resumeFiber)
-          const timer = setTimeout(
-            () => {
-              if (done) return
-              forget()
-              resume(Effect.succeed(false))
-              lapsed(channel)
-            },
-            Math.max(1, millis)
-          )
+          const timer = setTimeout(() => {
+            if (done) return
+            forget()
+            resume(Effect.succeed(false))
+            lapsed(channel)
+          }, timerDelay(millis))
           const stop = () => {
             if (!done) forget()
             clearTimeout(timer)

@@ -183,4 +183,36 @@ export const lease = (it: It): void => {
       if (error._tag === "LockLost") assert.strictEqual(error.reason, "ownership")
     })
   )
+
+  it.effect(
+    "L8. a lease longer than a Node timer holds (30 days) is granted, checked and released like any other",
+    () =>
+      Effect.gen(function* () {
+        const control = yield* ServerControl
+        // A command's time limit follows the lease; Node fires a timer whose delay does not fit 32
+        // bits (about 24.8 days) after 1 ms, with a TimeoutOverflowWarning.
+        const overflows: Array<string> = []
+        const onWarning = (warning: Error) => {
+          if (warning.name === "TimeoutOverflowWarning") overflows.push(warning.message)
+        }
+        yield* Effect.acquireRelease(
+          Effect.sync(() => process.on("warning", onWarning)),
+          () => Effect.sync(() => process.off("warning", onWarning))
+        )
+        const leaseMillis = 30 * 24 * 3600 * 1000
+        const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: Duration.millis(leaseMillis) })
+        const key = redisKey(lock.namespace, "month")
+        const seen = yield* Effect.gen(function* () {
+          const lease = yield* Lease.Lease
+          yield* lease.check
+          return { expiry: yield* control.pttl(key), remaining: Duration.toMillis(yield* lease.remaining) }
+        }).pipe(lock.withLock("month", { waitTimeout: Duration.millis(leaseMillis) }))
+        assert.isAbove(seen.expiry, leaseMillis - 60_000, "the key's expiry is the lease")
+        assert.isAbove(seen.remaining, 25 * 24 * 3600 * 1000)
+        assert.isNull(yield* control.get(key), "released")
+        // Warnings are emitted on the next tick.
+        yield* Effect.sleep("20 millis")
+        assert.deepStrictEqual(overflows, [])
+      })
+  )
 }
