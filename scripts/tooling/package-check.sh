@@ -4,12 +4,14 @@
 #      builds dist/);
 #   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
 #   3. installs the tarballs with effect and redis from the npm registry into a fresh temporary
-#      project outside the workspace, and runs a plain JavaScript program with plain `node` against a
-#      redis-server it starts (consumer/main.mjs), and the installed `sage-lock` executable;
+#      project outside the workspace (one copy of each: the CLI shares the application's), and runs a
+#      plain JavaScript program with plain `node` against a redis-server it starts (consumer/main.mjs,
+#      which also runs the installed `sage-lock` on a held lock), and `sage-lock` on a closed port;
 #   4. type-checks a TypeScript program and every example (README.md, docs/, `@example` blocks of
 #      the published sources; see examples.ts) under NodeNext and under Bundler, both strict;
-#   5. runs the program and the NodeNext type-check again with the oldest `redis` the backend's peer
-#      range accepts.
+#   5. type-checks them again with TypeScript 7 (what a new project installs);
+#   6. runs the program and the NodeNext type-check again with the oldest `redis` the backend's peer
+#      range accepts, then with the oldest `effect` the packages' peer range accepts.
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -76,6 +78,21 @@ JSON
   "$lock_tgz" "$backend_tgz" "$cli_tgz" "effect@$effect_version" "redis@$redis_version" \
   "@effect/platform-node@$effect_version" "@types/node@$types_node_version")
 
+# The CLI's effect, @effect/platform-node and redis ranges are the packages' peer ranges, so npm gives
+# it the application's copies. A second copy would make `Cli.run`'s Effect foreign to the
+# application's effect, and the CLI's node-redis errors foreign to the backend's classification.
+single_copies() {
+  for pkg in @sage/lock @sage/lock-node-redis @sage/lock-cli; do
+    for dep in effect @effect/platform-node redis; do
+      if [ -e "$app/node_modules/$pkg/node_modules/$dep" ]; then
+        echo "package-check: $pkg got its own copy of $dep" >&2
+        exit 1
+      fi
+    done
+  done
+}
+single_copies
+
 step "run a JavaScript program with plain node"
 (cd "$app" && node main.mjs)
 
@@ -104,6 +121,17 @@ echo "NodeNext: ok"
 "$tsc" -p "$app/tsconfig.bundler.json"
 echo "Bundler: ok"
 
+# A new project gets TypeScript 7 (the native compiler) from the registry today: the published
+# types and every example must check under it too, with the workspace's own compiler kept for the
+# build. Pinned here (an alias in package.json would put a second `tsc` on the workspace's PATH).
+typescript_next=7.0.2
+step "type-check under NodeNext and Bundler with typescript@$typescript_next"
+(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error --no-save "typescript@$typescript_next")
+(cd "$app" && ./node_modules/.bin/tsc --version)
+"$app/node_modules/.bin/tsc" -p "$app/tsconfig.nodenext.json"
+"$app/node_modules/.bin/tsc" -p "$app/tsconfig.bundler.json"
+echo "typescript@$typescript_next: ok"
+
 # The peer range's lower bound is a claim too: the oldest node-redis it accepts runs the same program
 # and type-checks the same examples (node-redis 5.0 lacks the error classes the backend imports, and
 # before 5.7 its command options have no `timeout`, so the shared-client layers do not type-check;
@@ -113,9 +141,24 @@ redis_oldest=$(node -p 'require("./packages/node-redis/package.json").peerDepend
 step "the same program and type-check against the oldest node-redis the peer range accepts (redis@$redis_oldest)"
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "redis@$redis_oldest")
 (cd "$app" && node -e 'if (require("redis/package.json").version !== process.argv[1]) process.exit(1)' "$redis_oldest")
+single_copies
 (cd "$app" && node main.mjs)
 "$tsc" -p "$app/tsconfig.nodenext.json"
 echo "NodeNext with redis@$redis_oldest: ok"
+
+# The same for effect: the packages' peer range starts at a version older than the one the workspace
+# tests with (a user may hold any version in the range).
+effect_oldest=$(node -p 'require("./packages/lock/package.json").peerDependencies.effect.match(/^\^?\s*([0-9][0-9.]*)/)[1]')
+if [ "$effect_oldest" != "$effect_version" ]; then
+  step "the same program and type-check against the oldest effect the peer range accepts (effect@$effect_oldest)"
+  (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
+    "effect@$effect_oldest" "@effect/platform-node@$effect_oldest")
+  (cd "$app" && node -e 'if (require("effect/package.json").version !== process.argv[1]) process.exit(1)' "$effect_oldest")
+  single_copies
+  (cd "$app" && node main.mjs)
+  "$tsc" -p "$app/tsconfig.nodenext.json"
+  echo "NodeNext with effect@$effect_oldest: ok"
+fi
 
 step "type-check the test kit's examples in the workspace (the kit is private, never packed)"
 kit="$root/.tmp/examples-testkit"

@@ -1,7 +1,8 @@
 // The smoke test a user would write first, in plain JavaScript, run by plain `node` against the
 // installed tarballs: it starts a throwaway redis-server, then checks that one lock excludes a second
-// holder, that `tryWithLock` reports a busy key, and that the lock is free again after release.
-import { spawn } from "node:child_process"
+// holder, that `tryWithLock` reports a busy key, and that the lock is free again after release; and
+// that the installed `sage-lock` executable sees a held lock (run at every version set it is given).
+import { execFile, spawn } from "node:child_process"
 import { createServer, connect } from "node:net"
 import { Effect, Layer, Option } from "effect"
 import { Lock, LockError } from "@sage/lock"
@@ -43,6 +44,15 @@ try {
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
 
+  // The executable npm linked, with this program's server and namespace; its JSON, or its failure.
+  const sageLock = (args) =>
+    new Promise((resolve) => {
+      const flags = ["--url", `redis://127.0.0.1:${port}`, "--namespace", "consumer-smoke", "--timeout", "5"]
+      execFile("./node_modules/.bin/sage-lock", [...args, ...flags], (error, stdout, stderr) =>
+        resolve(error === null ? JSON.parse(stdout) : `sage-lock failed: ${stderr || error.message}`)
+      )
+    })
+
   const LockLive = Lock.layer({ leaseDuration: "5 seconds", namespace: "consumer-smoke" }).pipe(
     Layer.provide(NodeRedisBackend.layer({ url: `redis://127.0.0.1:${port}` }))
   )
@@ -70,7 +80,10 @@ try {
       Effect.andThen(Effect.void.pipe(Lock.withLock("held", { waitTimeout: "200 millis" }), Effect.flip))
     )
     const afterRelease = yield* Effect.succeed(3).pipe(Lock.tryWithLock("job"))
-    return { whileHeld, nested, timedOut, afterRelease }
+    const inspected = yield* Effect.promise(() => sageLock(["inspect", "job", "--json"])).pipe(
+      Lock.withLock("job", { waitTimeout: "2 seconds" })
+    )
+    return { whileHeld, nested, timedOut, afterRelease, inspected }
   })
 
   const result = await Effect.runPromise(program.pipe(Effect.provide(LockLive)))
@@ -81,6 +94,8 @@ try {
   if (!(result.timedOut instanceof LockError.TimedOut))
     failures.push(`expected TimedOut, got ${String(result.timedOut)}`)
   if (!Option.isSome(result.afterRelease) || result.afterRelease.value !== 3) failures.push("the key stayed locked")
+  if (result.inspected?.held !== true || result.inspected.key !== "job")
+    failures.push(`sage-lock inspect did not see the held lock: ${JSON.stringify(result.inspected)}`)
   if (failures.length > 0) {
     console.error(`consumer: ${failures.join("; ")}`)
     process.exitCode = 1
