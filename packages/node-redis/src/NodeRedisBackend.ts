@@ -44,6 +44,7 @@ import * as SentinelTopology from "./internal/sentinel.ts"
 import * as SharedSentinelTopology from "./internal/sharedSentinel.ts"
 import * as SilentConnection from "./internal/silentConnection.ts"
 import * as Standalone from "./internal/standalone.ts"
+import { maxTimerMillis } from "./internal/timerDelay.ts"
 import { valueText } from "./internal/valueText.ts"
 
 /**
@@ -167,9 +168,6 @@ const hasMethods = (value: unknown, names: ReadonlyArray<string>): boolean =>
   value !== null &&
   names.every((name) => typeof (value as Record<string, unknown>)[name] === "function")
 
-/** Node's timers fire at once beyond this (2^31 - 1 ms, about 24.8 days), with a warning. */
-const maxTimerMillis = 2_147_483_647
-
 /**
  * node-redis client options the lock passes on (the standalone options, a Sentinel's node or
  * sentinel options, a Cluster's defaults): an object, its URL one node-redis can parse, and a
@@ -285,13 +283,23 @@ export type SharedClient = Standalone.SharedClient
  * **Gotchas**
  * The application keeps the client's `error` listener and reconnect policy; a client created with
  * `disableOfflineQueue: false` (node-redis's default) may queue lock commands while reconnecting,
- * which the lock bounds by each command's time limit.
+ * which the lock bounds by each command's time limit. A value that is not such a client, or a client
+ * not connected yet (or closed), is `InvalidArgument`.
  *
  * @category constructors
  * @since 0.2.0
  */
-export const fromClient = (client: SharedClient): Effect.Effect<LockBackend.Backend, never, Scope.Scope> =>
-  Standalone.fromClients([client], "node-redis standalone (shared client)")
+export const fromClient = (client: SharedClient): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+  Effect.suspend(() => {
+    if (!hasMethods(client, ["sendCommand", "duplicate"])) {
+      return Effect.fail(invalid("client", typeof client, "must be a node-redis client (createClient)"))
+    }
+    // A client never connected, or closed: every command would fail with "The client is closed".
+    if ((client as { readonly isOpen?: unknown }).isOpen === false) {
+      return Effect.fail(invalid("client", "not connected", "connect the client before building the lock on it"))
+    }
+    return Standalone.fromClients([client], "node-redis standalone (shared client)")
+  })
 
 /**
  * The `LockBackend` over a node-redis client the application already owns (see `fromClient`).
@@ -315,7 +323,7 @@ export const fromClient = (client: SharedClient): Effect.Effect<LockBackend.Back
  * @category layers
  * @since 0.2.0
  */
-export const layerFromClient = (client: SharedClient): Layer.Layer<LockBackend.LockBackend> =>
+export const layerFromClient = (client: SharedClient): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, fromClient(client))
 
 /**

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import type { LockBackend } from "@sage/lock/LockBackend"
+import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 const refusedAs = (layer: Layer.Layer<LockBackend, unknown>) =>
@@ -83,6 +84,17 @@ describe("NodeRedisBackend options", () => {
         NodeRedisBackend.layerSentinel({ name: "m", sentinels: [{ host: "127.0.0.1", port: 1n as never }] })
       )
       assert.strictEqual(bigintPort, "sentinels")
+    })
+  )
+
+  it.live("a shared client that is not one, or is not connected", () =>
+    Effect.gen(function* () {
+      for (const client of [null, undefined, {}, { sendCommand: () => {} }]) {
+        assert.strictEqual(yield* refusedAs(NodeRedisBackend.layerFromClient(client as never)), "client")
+      }
+      // Never connected: every lock call would fail with "The client is closed".
+      const unconnected = createClient({ url: "redis://127.0.0.1:1" })
+      assert.strictEqual(yield* refusedAs(NodeRedisBackend.layerFromClient(unconnected)), "client")
     })
   )
 
