@@ -33,6 +33,7 @@ import { InvalidArgument } from "@sage/lock/LockError"
 import { classify } from "./internal/classify.ts"
 import { noReply, type Send } from "./internal/commands.ts"
 import * as Standalone from "./internal/standalone.ts"
+import { valueText } from "./internal/valueText.ts"
 import type { Subscriber } from "./internal/wakeups.ts"
 
 /**
@@ -130,13 +131,13 @@ export const make = (
     if (typeof options !== "object" || options === null || Array.isArray(options)) {
       return yield* new InvalidArgument({
         field: "options",
-        value: String(options),
+        value: valueText(options),
         reason: "must be an options object"
       })
     }
     const wakeups: unknown = options.wakeups
     if (wakeups !== undefined && typeof wakeups !== "boolean") {
-      return yield* new InvalidArgument({ field: "wakeups", value: String(wakeups), reason: "must be a boolean" })
+      return yield* new InvalidArgument({ field: "wakeups", value: valueText(wakeups), reason: "must be a boolean" })
     }
     const redis = yield* Redis.Redis
     const nodeRedis = yield* Effect.serviceOption(NodeRedisClient)

@@ -16,6 +16,7 @@
  */
 import * as Effect from "effect/Effect"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
+import { commandTimeout } from "./internal/commandTimeout.ts"
 import { type CommandClient, runScript, sendWithin, unexpected } from "./internal/commands.ts"
 import * as Scripts from "./internal/scripts.ts"
 import { valueText } from "./internal/valueText.ts"
@@ -79,10 +80,7 @@ const checkSet = (options: SetOptions): Effect.Effect<number, InvalidArgument> =
   if (fenceKey !== undefined && (typeof fenceKey !== "string" || fenceKey.length === 0)) {
     return Effect.fail(invalid("fenceKey", fenceKey, "must be a non-empty string"))
   }
-  if (timeoutMillis === undefined) return Effect.succeed(1_000)
-  return typeof timeoutMillis === "number" && Number.isFinite(timeoutMillis) && timeoutMillis > 0
-    ? Effect.succeed(timeoutMillis)
-    : Effect.fail(invalid("timeoutMillis", timeoutMillis, "must be a positive, finite number of milliseconds"))
+  return commandTimeout(timeoutMillis, 1_000)
 }
 
 /**

@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import { LockScripts } from "@sage/lock"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./internal/classify.ts"
+import { commandTimeout } from "./internal/commandTimeout.ts"
 import { type CommandClient, sendWithin, unexpected } from "./internal/commands.ts"
 import { valueText } from "./internal/valueText.ts"
 
@@ -155,20 +156,6 @@ const checkLockKey = (key: string): Effect.Effect<string, InvalidArgument> =>
         })
       )
 
-/** The time limit of one admin command: a positive, finite number of milliseconds (default 2000). */
-const checkTimeout = (timeoutMillis: unknown): Effect.Effect<number, InvalidArgument> =>
-  timeoutMillis === undefined
-    ? Effect.succeed(2_000)
-    : typeof timeoutMillis === "number" && Number.isFinite(timeoutMillis) && timeoutMillis > 0
-      ? Effect.succeed(timeoutMillis)
-      : Effect.fail(
-          new InvalidArgument({
-            field: "timeoutMillis",
-            value: valueText(timeoutMillis),
-            reason: "must be a positive, finite number of milliseconds"
-          })
-        )
-
 /**
  * What the server says about one lock, read atomically.
  *
@@ -195,7 +182,7 @@ export const inspect = (
 ): Effect.Effect<LockInfo, LockRedisError | InvalidArgument> =>
   Effect.gen(function* () {
     const lockKey = yield* checkLockKey(key)
-    const timeoutMillis = yield* checkTimeout(options?.timeoutMillis)
+    const timeoutMillis = yield* commandTimeout(options?.timeoutMillis, 2_000)
     const [, , waitingUntil] = LockScripts.keysOf(lockKey)
     const args = ["EVAL_RO", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waitingUntil]
     return yield* infoOf(lockKey, yield* send(client, lockKey, args, timeoutMillis))
@@ -268,7 +255,7 @@ export const list = (
         })
       )
     }
-    const timeoutMillis = yield* checkTimeout(options?.timeoutMillis)
+    const timeoutMillis = yield* commandTimeout(options?.timeoutMillis, 2_000)
     const nodes: ReadonlyArray<CommandClient> = isCluster(client)
       ? yield* Effect.forEach(client.masters, (master) =>
           Effect.tryPromise({
@@ -319,7 +306,7 @@ export const forceRelease = (
       )
     }
     const lockKey = yield* checkLockKey(key)
-    const timeoutMillis = yield* checkTimeout(options.timeoutMillis)
+    const timeoutMillis = yield* commandTimeout(options.timeoutMillis, 2_000)
     const reply = yield* send(client, lockKey, ["DEL", lockKey], timeoutMillis)
     return reply === 1
   })
