@@ -100,6 +100,57 @@ describe("release grants (client rules)", () => {
     })
   )
 
+  it.effect("a grant waited for over a third of its window's usable part is taken by an acquire, for a margin", () =>
+    Effect.gen(function* () {
+      // 200 ms after the busy attempt, 273 of the window's 473 usable ms would be left for the first
+      // renewal's round trip: a stall of that much would stop the body. An acquire takes the key
+      // with the lock's full lease instead.
+      const fake = granting(101, (waiterId) => Effect.as(Effect.sleep("200 millis"), grant(waiterId, 101)))
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      assert.strictEqual(yield* fenceSeen(lock, 10, 250), 101)
+      assert.strictEqual(fake.calls.acquire.length, 2, "the acquire took the granted key")
+      assert.strictEqual(fake.calls.release[0]!.token, fake.calls.acquire[1]!.token)
+    })
+  )
+
+  it.effect("a grant's first renewal is sent when due, even while the renewal loop sleeps for another lease", () =>
+    Effect.gen(function* () {
+      const renewedAt: Array<{ readonly key: string; readonly at: number }> = []
+      let busyAt = 0
+      const fake = scripted({
+        acquire: (request) =>
+          request.key.endsWith("{other}")
+            ? Effect.succeed({ _tag: "Acquired", fence: 1 })
+            : Effect.andThen(Clock.currentTimeMillis, (now) => ((busyAt = now), busyAfter100)),
+        renew: (request) =>
+          Effect.map(Clock.currentTimeMillis, (now) => (renewedAt.push({ key: request.key, at: now }), true)),
+        leave: () => Effect.void,
+        grants: true,
+        await: (_key, waiterId, _millis, call) =>
+          call === 1 ? Effect.as(Effect.sleep("100 millis"), grant(waiterId, 101)) : Effect.never
+      })
+      // A 10 s lease: renewals every 3,333 ms, batched within 833 ms of each other.
+      const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+      const other = yield* Effect.forkChild(
+        lock.withLock("other", { waitTimeout: "1 second" })(Effect.sleep("5 seconds"))
+      )
+      // The loop sleeps until "other" is due, at 3,333 ms. The waiter is busy at 2,870 ms and granted
+      // at 2,970: that grant is usable until 2,870 + 473 = 3,343 and due for renewal at once. Waking
+      // at the planned 3,333 would leave it 10 ms for the round trip.
+      for (let t = 0; t < 2_870; t += 10) yield* TestClock.adjust("10 millis")
+      const waiter = yield* Effect.forkChild(
+        lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.sleep("400 millis"))
+      )
+      for (let t = 0; t < 600; t += 10) yield* TestClock.adjust("10 millis")
+      yield* Fiber.join(waiter)
+      const granted = renewedAt.filter((renewal) => renewal.key.endsWith("{k}"))
+      assert.strictEqual(busyAt, 2_870)
+      assert.isAtLeast(granted.length, 1)
+      assert.isAtMost(granted[0]!.at - busyAt, 250, "renewed within a quarter of its margin after it was due")
+      yield* Fiber.interrupt(other)
+    })
+  )
+
   it.effect("after an attempt that failed, a grant is not relied on as it comes, whatever its fence", () =>
     Effect.gen(function* () {
       const fake = scripted({

@@ -115,11 +115,14 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
   // Wakes the sleeping loop when something needs it before it planned to wake. A renewal due only
   // slightly earlier (within the batching window) waits for the planned wake-up: renewing a little
   // late still leaves more than half a lease of margin, and it keeps a burst of new leases from
-  // waking the loop once each.
+  // waking the loop once each. A lease with less margin than that (a release's grant, counted from
+  // the waiter's last busy attempt, is due at once and usable for a few hundred milliseconds at
+  // most) may be late by a quarter of what it has left after its due time, never by the window.
   const signal = (renewAt: number, validUntil: number): void => {
-    if (wake !== undefined && (renewAt + window < sleepingUntil || validUntil < sleepingUntil)) {
-      Deferred.doneUnsafe(wake, Exit.void)
-    }
+    if (wake === undefined) return
+    const margin = validUntil - renewAt
+    const late = margin < 4 * window ? margin / 4 : window
+    if (renewAt + late < sleepingUntil || validUntil < sleepingUntil) Deferred.doneUnsafe(wake, Exit.void)
   }
 
   const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void => {
