@@ -232,7 +232,10 @@ export const make = (backend: Backend, settings: Settings): Renewals => {
       let due = Infinity
       for (const renewal of leases) {
         if (now >= renewal.validUntil) {
-          lose(renewal, "expired", renewal.lastError ?? noReply("renew", settings.usableLeaseMillis))
+          // What was left of the lease when its renewal fell due: the lock's usable lease less a
+          // renewal period, or much less for a release's grant (its claim window, from the busy attempt).
+          const left = Math.max(0, renewal.validUntil - renewal.nextAt)
+          lose(renewal, "expired", renewal.lastError ?? noReply("renew", left))
           continue
         }
         wakeAt = Math.min(wakeAt, renewal.validUntil)
