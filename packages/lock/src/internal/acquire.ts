@@ -252,11 +252,11 @@ class Acquisition {
    * A release handed the key to this waiter. It holds it from the release until the grant's window
    * ends, so from `busySentAt` (earlier) for as long, if the grant is not an old one (its fence is
    * above the floor). Taken as it comes only while two thirds of the window's usable part are left
-   * for the first renewal's round trip: a grant waited for longer (a third of the 500 ms window used
-   * to be enough) left a stall of under 200 ms no margin, and the body was stopped with `LockLost`.
-   * Otherwise an attempt takes the key with a full lease (the acquire script converts a grant to
-   * its waiter): one round trip more, after a wait that was long anyway. The same attempt runs when
-   * the message came before the busy reply or a grant is in doubt.
+   * (about 300 ms of a 500 ms window), all of it for the first renewal's round trip, so that a stall
+   * of the process shorter than that cannot stop the body with `LockLost`. Otherwise an attempt
+   * takes the key with a full lease (the acquire script converts a grant to its waiter): one round
+   * trip more, after a wait that was long anyway. The same attempt runs when the message came
+   * before the busy reply or a grant is in doubt.
    */
   granted(grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
     return withNow((now) => {
