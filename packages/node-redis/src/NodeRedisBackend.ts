@@ -169,6 +169,24 @@ const hasMethods = (value: unknown, names: ReadonlyArray<string>): boolean =>
   names.every((name) => typeof (value as Record<string, unknown>)[name] === "function")
 
 /**
+ * Why a client the application passes (`fromClient`, `fromSentinel`, `fromCluster`) cannot be
+ * used, if it cannot: it is not the kind of node-redis client asked for, or it is not connected.
+ */
+const unusableClient = (
+  field: string,
+  client: unknown,
+  kind: { readonly methods: ReadonlyArray<string>; readonly what: string; readonly also?: boolean }
+): InvalidArgument | undefined => {
+  if (!hasMethods(client, kind.methods) || kind.also === false) {
+    return invalid(field, typeof client, `must be a node-redis ${kind.what}`)
+  }
+  if ((client as { readonly isOpen?: unknown }).isOpen !== true) {
+    return invalid(field, "not connected", "connect the client before building the lock on it")
+  }
+  return undefined
+}
+
+/**
  * node-redis client options the lock passes on (the standalone options, a Sentinel's node or
  * sentinel options, a Cluster's defaults): an object, its URL one node-redis can parse, and a
  * `socket` that names a usable host and port when it names them. node-redis would otherwise throw
@@ -266,8 +284,8 @@ export const make = (
 
 /**
  * A node-redis client the application already owns, as accepted by `fromClient`/`layerFromClient`:
- * what `createClient` returns, connected by the application (only `sendCommand` and `duplicate`
- * are used).
+ * what `createClient` returns, connected by the application (it must report `isOpen`; only
+ * `sendCommand` and `duplicate` are used).
  *
  * @category models
  * @since 0.2.0
@@ -291,13 +309,12 @@ export type SharedClient = Standalone.SharedClient
  */
 export const fromClient = (client: SharedClient): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.suspend(() => {
-    if (!hasMethods(client, ["sendCommand", "duplicate"])) {
-      return Effect.fail(invalid("client", typeof client, "must be a node-redis client (createClient)"))
-    }
-    // A client never connected, or closed: every command would fail with "The client is closed".
-    if ((client as { readonly isOpen?: unknown }).isOpen === false) {
-      return Effect.fail(invalid("client", "not connected", "connect the client before building the lock on it"))
-    }
+    // A client never connected, or closed, would fail every command with "The client is closed".
+    const unusable = unusableClient("client", client, {
+      methods: ["sendCommand", "duplicate"],
+      what: "client (createClient)"
+    })
+    if (unusable !== undefined) return Effect.fail(unusable)
     return Standalone.fromClients([client], "node-redis standalone (shared client)")
   })
 
@@ -400,12 +417,11 @@ export const fromSentinel = (
 ): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { maxConnections } = yield* validate(options)
-    if (!hasMethods(sentinel, ["getMasterNode", "getReplicaNodes", "subscribe", "unsubscribe"])) {
-      return yield* invalid("sentinel", typeof sentinel, "must be a node-redis Sentinel client (createSentinel)")
-    }
-    if (!sentinel.isOpen) {
-      return yield* invalid("sentinel", "not connected", "connect the client before building the lock on it")
-    }
+    const unusable = unusableClient("sentinel", sentinel, {
+      methods: ["getMasterNode", "getReplicaNodes", "subscribe", "unsubscribe"],
+      what: "Sentinel client (createSentinel)"
+    })
+    if (unusable !== undefined) return yield* unusable
     const pool = yield* Pool.make({
       maxConnections,
       clientOptions: options.nodeClientOptions ?? {},
@@ -501,12 +517,12 @@ export const fromCluster = (
 ): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { maxConnections } = yield* validate(options)
-    if (!hasMethods(cluster, ["sendCommand", "sSubscribe", "sUnsubscribe"]) || !Array.isArray(cluster.slots)) {
-      return yield* invalid("cluster", typeof cluster, "must be a node-redis Cluster client (createCluster)")
-    }
-    if (!cluster.isOpen) {
-      return yield* invalid("cluster", "not connected", "connect the client before building the lock on it")
-    }
+    const unusable = unusableClient("cluster", cluster, {
+      methods: ["sendCommand", "sSubscribe", "sUnsubscribe"],
+      what: "Cluster client (createCluster)",
+      also: Array.isArray((cluster as { readonly slots?: unknown } | null)?.slots)
+    })
+    if (unusable !== undefined) return yield* unusable
     const own = cluster._options
     const pool = yield* Pool.make({
       maxConnections,
