@@ -109,6 +109,22 @@ describe("Lock options that are not what their types say", () => {
     })
   )
 
+  it.effect("a call without its waitTimeout says it is required, without trying the lock", () =>
+    Effect.gen(function* () {
+      const fake = scripted({})
+      const lock = yield* Lock.make().pipe(Effect.provide(fake.layer))
+      for (const options of [undefined, {}, 5000]) {
+        const error = yield* Effect.flip(lock.withLock("k", options as never)(Effect.void))
+        assert.strictEqual(error._tag, "InvalidArgument")
+        if (error._tag === "InvalidArgument") {
+          assert.strictEqual(error.field, "waitTimeout")
+          assert.include(error.message, "is required")
+        }
+      }
+      assert.lengthOf(fake.calls.acquire, 0)
+    })
+  )
+
   it.effect("a codec that answers something other than a Result of non-empty text, or throws", () =>
     Effect.gen(function* () {
       const cases: ReadonlyArray<readonly [(key: string) => unknown, string]> = [

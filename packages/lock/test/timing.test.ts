@@ -1,6 +1,7 @@
 // Timing logic under TestClock: deadlines are exact, backoff never sleeps past them, and the usable
 // lease is counted from when the last successful request was sent.
 import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
@@ -44,6 +45,42 @@ describe("acquisition deadline", () => {
       const error = yield* Fiber.join(fiber)
       assert.strictEqual(error._tag, "TimedOut")
       if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unavailable")
+    })
+  )
+
+  it.effect("a waitTimeout spent before the first attempt still makes that one attempt", () =>
+    Effect.gen(function* () {
+      // Monotonic time moves on a millisecond at every reading, so a nanosecond's budget is spent
+      // between the call and its first attempt (TestClock alone never lets that happen).
+      const real = yield* Clock.Clock
+      let reads = 0
+      const ticking = () => real.monotonicTimeNanosUnsafe() + BigInt(reads++) * 1_000_000n
+      const clock: Clock.Clock = {
+        ...real,
+        monotonicTimeNanosUnsafe: ticking,
+        monotonicTimeNanos: Effect.sync(ticking)
+      }
+
+      const free = scripted({})
+      const lock = yield* Lock.make().pipe(Effect.provide(free.layer))
+      const value = yield* lock
+        .withLock("k", { waitTimeout: "1 nanos" })(Effect.succeed("ran"))
+        .pipe(Effect.provideService(Clock.Clock, clock))
+      assert.strictEqual(value, "ran", "a free key is acquired")
+      assert.strictEqual(free.calls.acquire.length, 1)
+      assert.isAbove(free.calls.acquire[0]!.timeoutMillis, 0, "the attempt has a time limit of its own")
+
+      const taken = scripted({ acquire: () => busy })
+      const other = yield* Lock.make().pipe(Effect.provide(taken.layer))
+      const error = yield* Effect.flip(
+        other.withLock("k", { waitTimeout: "1 nanos" })(Effect.void).pipe(Effect.provideService(Clock.Clock, clock))
+      )
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") {
+        assert.strictEqual(error.reason, "busy", "what the one attempt found, not an outage")
+        assert.strictEqual(error.attempts, 1)
+      }
+      assert.strictEqual(taken.calls.acquire.length, 1, "no second attempt after the budget")
     })
   )
 

@@ -106,6 +106,12 @@ const waitPolicy = (settings: Settings): BackoffPolicy => ({
 const registrationMillis = (policy: BackoffPolicy): number => 2 * policy.capMillis + 500
 
 /**
+ * The time limit of a first attempt sent after the call's budget ran out (see `attemptAt`): one
+ * millisecond, the shortest limit the node-redis backend keeps, enough for a reply on a local network.
+ */
+const lateFirstAttemptMillis = 1
+
+/**
  * Attempts until acquired, busy (`try`), the deadline, or a permanent failure. Written as a chain
  * of plain continuations rather than a generator: the uncontended case is one backend call.
  *
@@ -278,17 +284,22 @@ class Acquisition {
     })
   }
 
-  /** One attempt, sent now (`sentAt`): the first runs at once, retries through `attempt`. */
+  /**
+   * One attempt, sent now (`sentAt`): the first runs at once, retries through `attempt`. The first is
+   * sent even when the budget is already spent: a `waitTimeout` shorter than the time between the
+   * call and its first attempt (a microsecond, say) asks for one attempt, as `tryWithLock` does,
+   * rather than a `TimedOut` that tried nothing. It then gets `lateFirstAttemptMillis`.
+   */
   attemptAt(sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
     const remaining = this.deadline - sentAt
-    if (remaining <= 0) return this.timedOut()
+    if (remaining <= 0 && this.attempts > 0) return this.timedOut()
     this.attempts++
     // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
     this.fenceFloor = undefined
     const before = this.uncertain
     this.uncertain = true
     // A grant that takes longer than the usable lease could not be relied on anyway.
-    const attemptMillis = Math.min(remaining, this.settings.usableLeaseMillis)
+    const attemptMillis = remaining > 0 ? Math.min(remaining, this.settings.usableLeaseMillis) : lateFirstAttemptMillis
     return Effect.matchEffect(this.backend.acquire(this.request(attemptMillis)), {
       onFailure: (error) => this.failed(error, before),
       onSuccess: (reply) => this.replied(reply, sentAt)

@@ -59,6 +59,9 @@ export const positiveMillisResult = (field: string, input: unknown): Result.Resu
   // The common per-call forms, without building a Duration.
   if (typeof input === "number" && input > 0 && input < Infinity) return Result.succeed(input)
   if (typeof input === "string" && input === lastText) return Result.succeed(lastTextMillis)
+  if (input === undefined) {
+    return Result.fail(invalid(field, input, 'is required (a number of milliseconds or "2 seconds")'))
+  }
   if (typeof input === "number" && Number.isNaN(input)) {
     return Result.fail(invalid(field, input, "NaN is not a duration"))
   }
