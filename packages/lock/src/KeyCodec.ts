@@ -137,6 +137,9 @@ export const bytes: KeyCodec<Uint8Array> = make("bytes", (key) => {
  *
  * **Gotchas**
  * Changing the schema's encoded form changes the keys: all processes must deploy the same schema.
+ * The encoded form must be JSON data: with a schema that passes values through (`Schema.Any`), a key
+ * holding a `Date`, `Map`, class instance, `NaN` or function is refused (JSON would print all Dates
+ * alike); give such a field a schema that encodes it (`Schema.Date` encodes a Date as text).
  *
  * @example
  * ```ts
@@ -155,18 +158,58 @@ export const schema = <S extends Schema.Top & { readonly EncodingServices: never
   return make("schema", (key) =>
     Result.match(encode(key), {
       onFailure: (error) => Result.fail(`the key does not match the schema: ${error.message}`),
-      onSuccess: (json) => nonEmpty(canonicalJson(json))
+      onSuccess: (json) =>
+        Result.flatMap(
+          Result.mapError(canonicalJson(json, false), (reason) => `the key's JSON form cannot be printed: ${reason}`),
+          nonEmpty
+        )
     })
   )
 }
 
-const canonicalJson = (value: unknown): string => {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
-  if (value !== null && typeof value === "object") {
-    const entries = Object.keys(value)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
-    return `{${entries.join(",")}}`
+// JSON text of a schema's encoded form, object keys sorted, or why the value is not JSON data. A
+// schema's JSON codec only produces JSON data; `Schema.Any` passes values through as they are, and
+// JSON would print every Date, Map and NaN alike ("{}", "{}", "null"), so that unrelated keys would
+// share one lock. Those are refused. An `undefined` inside an object or array prints as `null`, as
+// it always has (an optional field given `undefined`): changing that would change existing keys.
+const canonicalJson = (value: unknown, inside: boolean): Result.Result<string, string> => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return Result.succeed(JSON.stringify(value))
+    case "number":
+      return Number.isFinite(value)
+        ? Result.succeed(JSON.stringify(value))
+        : Result.fail(`${value} is not JSON data; give the key a schema that encodes it`)
+    case "undefined":
+      return inside ? Result.succeed("null") : Result.fail("undefined is not JSON data")
+    case "object": {
+      if (value === null) return Result.succeed("null")
+      const parts: Array<string> = []
+      if (Array.isArray(value)) {
+        for (const element of value) {
+          const text = canonicalJson(element, true)
+          if (Result.isFailure(text)) return text
+          parts.push(text.success)
+        }
+        return Result.succeed(`[${parts.join(",")}]`)
+      }
+      const prototype: unknown = Object.getPrototypeOf(value)
+      if (prototype !== Object.prototype && prototype !== null) {
+        const name = (value as { constructor?: { name?: unknown } }).constructor?.name
+        return Result.fail(
+          `a ${typeof name === "string" && name !== "" ? name : "class instance"} is not JSON data; ` +
+            "give the key a schema that encodes it (Schema.Date encodes a Date as text)"
+        )
+      }
+      for (const k of Object.keys(value).sort()) {
+        const text = canonicalJson((value as Record<string, unknown>)[k], true)
+        if (Result.isFailure(text)) return text
+        parts.push(`${JSON.stringify(k)}:${text.success}`)
+      }
+      return Result.succeed(`{${parts.join(",")}}`)
+    }
+    default:
+      return Result.fail(`a ${typeof value} is not JSON data; give the key a schema that encodes it`)
   }
-  return JSON.stringify(value) ?? "null"
 }

@@ -58,6 +58,38 @@ describe("KeyCodec", () => {
     assert.include(rejected(codec, { bank: 1 } as never), "schema")
   })
 
+  it("schema: values JSON cannot print faithfully are refused, not printed alike", () => {
+    // Schema.Any passes values through unencoded: JSON would print every Date and Map as "{}" and
+    // NaN, functions and undefined as "null", so unrelated keys would share one lock.
+    const any = KeyCodec.schema(Schema.Any)
+    assert.include(rejected(any, new Date(0)), "Date")
+    assert.include(rejected(any, new Map([[1, 2]])), "Map")
+    assert.include(rejected(any, { at: new Date(1) }), "Date")
+    assert.include(rejected(any, [Number.NaN]), "NaN")
+    assert.include(rejected(any, Number.POSITIVE_INFINITY), "Infinity")
+    assert.include(
+      rejected(any, () => 1),
+      "function"
+    )
+    assert.include(rejected(any, Symbol("k")), "symbol")
+    assert.include(rejected(any, 1n), "bigint")
+    assert.include(rejected(any, undefined), "undefined")
+    // JSON data is printed as before: these texts are existing keys and must not change.
+    assert.strictEqual(ok(any, null), "null")
+    assert.strictEqual(
+      ok(any, { b: [1, "x", true, null], a: { d: 2, c: 1 } }),
+      '{"a":{"c":1,"d":2},"b":[1,"x",true,null]}'
+    )
+    const bare: Record<string, number> = Object.assign(Object.create(null), { k: 1 })
+    assert.deepStrictEqual(any.encode(bare), Result.succeed('{"k":1}'), "an object without a prototype is data")
+    const Optional = KeyCodec.schema(Schema.Struct({ a: Schema.optional(Schema.Number) }))
+    assert.strictEqual(ok(Optional, { a: undefined }), '{"a":null}')
+    assert.strictEqual(ok(Optional, {}), "{}")
+    // A schema that encodes a Date gives each one its own key.
+    const dated = KeyCodec.schema(Schema.Date)
+    assert.notStrictEqual(ok(dated, new Date(0)), ok(dated, new Date(1)))
+  })
+
   it("make: a custom codec's text is checked (empty, lone surrogates, not a string)", () => {
     const raw = KeyCodec.make<unknown>("raw", (key) => Result.succeed(key as string))
     assert.strictEqual(ok(raw, "a"), "a")
