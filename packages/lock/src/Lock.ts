@@ -36,6 +36,7 @@ import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, type LockRedisError, TimedOut } from "./LockError.ts"
 import { grantingWaiterPrefix } from "./LockScripts.ts"
+import * as AttemptSlots from "./internal/attemptSlots.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
 import * as Transfer from "./internal/transfer.ts"
 import * as Locked from "./internal/locked.ts"
@@ -215,6 +216,7 @@ export const make: <K = string>(
     renewals: Renewals.make(backend, settings),
     queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
     metrics: Metrics.make(settings.namespace),
+    attemptSlots: AttemptSlots.make(),
     // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
     waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken()
   }

@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { AcquireReply, Backend, Granted, LeaseRequest, Wakeups } from "../LockBackend.ts"
 import { LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
+import type { AttemptSlots, SlotHolder } from "./attemptSlots.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
@@ -71,6 +72,11 @@ export interface AcquireParams {
    * not read an outage as "busy").
    */
   readonly unavailable?: ((key: string, error: LockRedisError | undefined) => void) | undefined
+  /**
+   * The client's slots for attempts on the wire: each attempt holds one from its send to its reply
+   * (or the acquisition's end), and waits for one when all are taken.
+   */
+  readonly slots?: AttemptSlots | undefined
   /** The call's span, when traced: attempts and waits are recorded on it. */
   readonly trace?: CallTrace | undefined
   /** The clock of the calling fiber, read directly on the hot path (an Effect step per read costs). */
@@ -133,7 +139,7 @@ export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, Ti
  * same state made about 1.7 KB of garbage a call even when the first attempt succeeded (all but
  * the first attempt's continuations are needed only when the key is busy or the server fails).
  */
-class Acquisition {
+class Acquisition implements SlotHolder {
   readonly backend: Backend
   readonly settings: Settings
   readonly key: string
@@ -160,6 +166,8 @@ class Acquisition {
    */
   busySentAt = 0
   fenceFloor: number | undefined = undefined
+  /** Whether this acquisition holds one of the client's attempt slots (see `attemptSlots.ts`). */
+  slot = false
   /** The retry step, made the first time it is needed. */
   private retry: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> | undefined = undefined
 
@@ -293,6 +301,8 @@ class Acquisition {
   attemptAt(sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
     const remaining = this.deadline - sentAt
     if (remaining <= 0 && this.attempts > 0) return this.timedOut()
+    const slots = this.params.slots
+    if (slots !== undefined && !slots.take(this)) return this.awaitSlot(slots, remaining)
     this.attempts++
     // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
     this.fenceFloor = undefined
@@ -306,7 +316,23 @@ class Acquisition {
     })
   }
 
+  /**
+   * Every slot is taken: wait for one (not sent yet, so no lease is running), then attempt, or time
+   * out at the deadline. A first attempt whose budget is already spent waits as long as it would
+   * have waited for its reply.
+   */
+  awaitSlot(
+    slots: AttemptSlots,
+    remaining: number
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+    event(this.params.trace, "lock.wait", { "lock.wait.until": "attempt-slot", "lock.wait.max_ms": remaining })
+    return Effect.flatMap(slots.wait(this, Math.max(remaining, lateFirstAttemptMillis)), (handed) =>
+      handed ? this.attempt() : this.timedOut()
+    )
+  }
+
   failed(error: LockRedisError, before: boolean): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+    this.params.slots?.give(this)
     event(this.params.trace, "lock.attempt", { "lock.attempt": this.attempts, "lock.attempt.result": error.code })
     if (!error.mayHaveExecuted) this.uncertain = before
     if (!error.retryable) return Effect.fail(error)
@@ -324,6 +350,7 @@ class Acquisition {
   }
 
   replied(reply: AcquireReply, sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+    this.params.slots?.give(this)
     this.available()
     if (this.params.trace !== undefined)
       event(this.params.trace, "lock.attempt", attemptAttributes(this.attempts, reply))
@@ -355,6 +382,8 @@ class Acquisition {
 
   /** How the acquisition ended: told to the caller, recorded on the span, and cleaned up after. */
   settle(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> | undefined {
+    // Interrupted with an attempt on the wire, or with a slot handed to it while it waited.
+    this.params.slots?.give(this)
     this.available()
     this.params.caller.settled(exit, monotonicMillis(this.clock))
     if (this.params.trace !== undefined) annotate(this.params.trace, outcomeAttributes(exit))

@@ -21,6 +21,7 @@ import { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
 import { acquire, type AcquireOutcome, type Caller, type HeldLease } from "./acquire.ts"
+import type * as AttemptSlots from "./attemptSlots.ts"
 import { lockKey } from "./keys.ts"
 import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
@@ -40,6 +41,8 @@ export interface Client {
   readonly renewals: Renewals.Renewals
   readonly queue: LocalQueue.LocalQueue<Transfer.Grant>
   readonly metrics: Metrics.ClientMetrics
+  /** How many acquire attempts this client has on the wire at once. */
+  readonly attemptSlots: AttemptSlots.AttemptSlots
   /** This client's id in the servers' waiter queues (one contender per client and key). */
   readonly waiterId: string
 }
@@ -210,6 +213,7 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       waiterId: client.waiterId,
       caller: this,
       unavailable: client.queue.setUnavailable,
+      slots: client.attemptSlots,
       trace: call.trace,
       clock: call.clock
     })

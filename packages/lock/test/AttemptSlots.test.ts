@@ -1,0 +1,138 @@
+// A client keeps at most `attemptSlotsPerClient` acquire attempts on the wire: a burst of calls goes
+// out a few hundred at a time, each lease counting from its own send, and a call waiting for a slot
+// still ends at its waitTimeout. Live clock: slot waits run on real timers (see attemptSlots.ts).
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Lock from "../src/Lock.ts"
+import type { AcquireReply } from "../src/LockBackend.ts"
+import { attemptSlotsPerClient, make as makeSlots } from "../src/internal/attemptSlots.ts"
+import { scripted } from "./fakeBackend.ts"
+
+const burst = attemptSlotsPerClient + 44
+
+/** A fake whose acquire replies wait for `open`, counting the attempts on the wire at once. */
+const gated = (open: Deferred.Deferred<void>) => {
+  let onWire = 0
+  let mostOnWire = 0
+  const fake = scripted({
+    acquire: () =>
+      Effect.suspend(() => {
+        mostOnWire = Math.max(mostOnWire, ++onWire)
+        return Deferred.await(open).pipe(
+          Effect.as<AcquireReply>({ _tag: "Acquired", fence: 1 }),
+          Effect.ensuring(Effect.sync(() => onWire--))
+        )
+      })
+  })
+  return { fake, mostOnWire: () => mostOnWire, onWire: () => onWire }
+}
+
+describe("attempt slots", () => {
+  it.live(
+    "a burst of calls on distinct keys keeps at most the client's slots on the wire, and all get their lock",
+    () =>
+      Effect.gen(function* () {
+        const open = yield* Deferred.make<void>()
+        const { fake, mostOnWire } = gated(open)
+        const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
+        const calls = yield* Effect.forkChild(
+          Effect.forEach(
+            Array.from({ length: burst }, (_, i) => i),
+            (i) => lock.withLock(`k${i}`, { waitTimeout: "20 seconds" })(Effect.succeed(i)),
+            { concurrency: "unbounded" }
+          )
+        )
+        yield* Effect.sleep(100)
+        assert.strictEqual(fake.calls.acquire.length, attemptSlotsPerClient, "the rest wait for a slot, unsent")
+        yield* Deferred.succeed(open, undefined)
+        const values = yield* Fiber.join(calls)
+        assert.strictEqual(values.length, burst)
+        assert.strictEqual(fake.calls.acquire.length, burst)
+        assert.strictEqual(mostOnWire(), attemptSlotsPerClient)
+      })
+  )
+
+  it.live("a call waiting for a slot ends TimedOut at its waitTimeout, without sending anything", () =>
+    Effect.gen(function* () {
+      const open = yield* Deferred.make<void>()
+      const { fake } = gated(open)
+      const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
+      const holders = yield* Effect.forkChild(
+        Effect.forEach(
+          Array.from({ length: attemptSlotsPerClient }, (_, i) => i),
+          (i) => lock.withLock(`k${i}`, { waitTimeout: "20 seconds" })(Effect.void),
+          { concurrency: "unbounded", discard: true }
+        )
+      )
+      yield* Effect.sleep(50)
+      const started = Date.now()
+      const error = yield* Effect.flip(lock.withLock("late", { waitTimeout: "150 millis" })(Effect.void))
+      const waited = Date.now() - started
+      assert.strictEqual(error._tag, "TimedOut")
+      if (error._tag === "TimedOut") assert.strictEqual(error.attempts, 0, "it never got a slot")
+      assert.isAtLeast(waited, 140)
+      assert.isBelow(waited, 2_000)
+      assert.isFalse(
+        fake.calls.acquire.some((request) => request.key.endsWith("{late}")),
+        "its acquire was never sent"
+      )
+      yield* Deferred.succeed(open, undefined)
+      yield* Fiber.join(holders)
+    })
+  )
+
+  it.live("slots of interrupted calls, waiting or on the wire, go back to the client", () =>
+    Effect.gen(function* () {
+      const open = yield* Deferred.make<void>()
+      const { fake, onWire } = gated(open)
+      const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
+      const doomed = yield* Effect.forkChild(
+        Effect.forEach(
+          Array.from({ length: burst }, (_, i) => i),
+          (i) => lock.withLock(`k${i}`, { waitTimeout: "20 seconds" })(Effect.void),
+          { concurrency: "unbounded", discard: true }
+        )
+      )
+      yield* Effect.sleep(100)
+      yield* Fiber.interrupt(doomed)
+      assert.strictEqual(onWire(), 0, "the interrupted attempts were abandoned")
+      // Every slot is free again: a new burst gets them all at once.
+      const before = fake.calls.acquire.length
+      yield* Deferred.succeed(open, undefined)
+      const again = yield* Effect.forEach(
+        Array.from({ length: attemptSlotsPerClient }, (_, i) => i),
+        (i) => Effect.exit(lock.withLock(`again${i}`, { waitTimeout: "5 seconds" })(Effect.succeed(i))),
+        { concurrency: "unbounded" }
+      )
+      assert.isTrue(again.every(Exit.isSuccess))
+      assert.strictEqual(fake.calls.acquire.length - before, attemptSlotsPerClient)
+    })
+  )
+
+  it.live("a slot handed to a waiter that is interrupted meanwhile is given back", () =>
+    Effect.gen(function* () {
+      const slots = makeSlots(1)
+      const first = { slot: false }
+      const second = { slot: false }
+      const third = { slot: false }
+      assert.isTrue(slots.take(first))
+      assert.isFalse(slots.take(second))
+      const waiting = yield* Effect.forkChild(slots.wait(second, 10_000))
+      yield* Effect.yieldNow
+      slots.give(first)
+      assert.isTrue(second.slot, "handed to the waiter")
+      yield* Fiber.interrupt(waiting)
+      // Its owner gives it back when it settles, whatever happened to the wait.
+      slots.give(second)
+      assert.strictEqual(slots.inUse(), 0)
+      assert.isTrue(slots.take(third))
+      const timedOut = yield* slots.wait({ slot: false }, 20)
+      assert.isFalse(timedOut, "no slot within the wait")
+      slots.give(third)
+      assert.strictEqual(slots.inUse(), 0)
+    })
+  )
+})
