@@ -4,7 +4,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Lock from "../src/Lock.ts"
 import type { AcquireReply } from "../src/LockBackend.ts"
@@ -30,6 +29,19 @@ const gated = (open: Deferred.Deferred<void>) => {
   return { fake, mostOnWire: () => mostOnWire, onWire: () => onWire }
 }
 
+/** `count` calls at once on keys `<prefix>0`, `<prefix>1`, ..., each running `body` with the lock. */
+const callAll = <A>(
+  lock: Lock.LockClient<string>,
+  count: number,
+  prefix: string,
+  body: (i: number) => Effect.Effect<A>
+) =>
+  Effect.forEach(
+    Array.from({ length: count }, (_, i) => i),
+    (i) => lock.withLock(`${prefix}${i}`, { waitTimeout: "20 seconds" })(body(i)),
+    { concurrency: "unbounded" }
+  )
+
 describe("attempt slots", () => {
   it.live(
     "a burst of calls on distinct keys keeps at most the client's slots on the wire, and all get their lock",
@@ -38,13 +50,7 @@ describe("attempt slots", () => {
         const open = yield* Deferred.make<void>()
         const { fake, mostOnWire } = gated(open)
         const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
-        const calls = yield* Effect.forkChild(
-          Effect.forEach(
-            Array.from({ length: burst }, (_, i) => i),
-            (i) => lock.withLock(`k${i}`, { waitTimeout: "20 seconds" })(Effect.succeed(i)),
-            { concurrency: "unbounded" }
-          )
-        )
+        const calls = yield* Effect.forkChild(callAll(lock, burst, "k", Effect.succeed))
         yield* Effect.sleep(100)
         assert.strictEqual(fake.calls.acquire.length, attemptSlotsPerClient, "the rest wait for a slot, unsent")
         yield* Deferred.succeed(open, undefined)
@@ -60,13 +66,7 @@ describe("attempt slots", () => {
       const open = yield* Deferred.make<void>()
       const { fake } = gated(open)
       const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
-      const holders = yield* Effect.forkChild(
-        Effect.forEach(
-          Array.from({ length: attemptSlotsPerClient }, (_, i) => i),
-          (i) => lock.withLock(`k${i}`, { waitTimeout: "20 seconds" })(Effect.void),
-          { concurrency: "unbounded", discard: true }
-        )
-      )
+      const holders = yield* Effect.forkChild(callAll(lock, attemptSlotsPerClient, "k", () => Effect.void))
       yield* Effect.sleep(50)
       const started = Date.now()
       const error = yield* Effect.flip(lock.withLock("late", { waitTimeout: "150 millis" })(Effect.void))
@@ -89,25 +89,15 @@ describe("attempt slots", () => {
       const open = yield* Deferred.make<void>()
       const { fake, onWire } = gated(open)
       const lock = yield* Lock.make({ leaseDuration: "30 seconds" }).pipe(Effect.provide(fake.layer))
-      const doomed = yield* Effect.forkChild(
-        Effect.forEach(
-          Array.from({ length: burst }, (_, i) => i),
-          (i) => lock.withLock(`k${i}`, { waitTimeout: "20 seconds" })(Effect.void),
-          { concurrency: "unbounded", discard: true }
-        )
-      )
+      const doomed = yield* Effect.forkChild(callAll(lock, burst, "k", () => Effect.void))
       yield* Effect.sleep(100)
       yield* Fiber.interrupt(doomed)
       assert.strictEqual(onWire(), 0, "the interrupted attempts were abandoned")
       // Every slot is free again: a new burst gets them all at once.
       const before = fake.calls.acquire.length
       yield* Deferred.succeed(open, undefined)
-      const again = yield* Effect.forEach(
-        Array.from({ length: attemptSlotsPerClient }, (_, i) => i),
-        (i) => Effect.exit(lock.withLock(`again${i}`, { waitTimeout: "5 seconds" })(Effect.succeed(i))),
-        { concurrency: "unbounded" }
-      )
-      assert.isTrue(again.every(Exit.isSuccess))
+      const again = yield* callAll(lock, attemptSlotsPerClient, "again", Effect.succeed)
+      assert.lengthOf(again, attemptSlotsPerClient)
       assert.strictEqual(fake.calls.acquire.length - before, attemptSlotsPerClient)
     })
   )
