@@ -168,6 +168,8 @@ class Acquisition implements SlotHolder {
   fenceFloor: number | undefined = undefined
   /** Whether this acquisition holds one of the client's attempt slots (see `attemptSlots.ts`). */
   slot = false
+  /** The slots stalled while this acquisition waited for one: its next attempt goes without. */
+  unslotted = false
   /** The retry step, made the first time it is needed. */
   private retry: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> | undefined = undefined
 
@@ -302,7 +304,8 @@ class Acquisition implements SlotHolder {
     const remaining = this.deadline - sentAt
     if (remaining <= 0 && this.attempts > 0) return this.timedOut()
     const slots = this.params.slots
-    if (slots !== undefined && !slots.take(this)) return this.awaitSlot(slots, remaining)
+    if (slots !== undefined && !this.unslotted && !slots.take(this)) return this.awaitSlot(slots, remaining)
+    this.unslotted = false
     this.attempts++
     // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
     this.fenceFloor = undefined
@@ -318,7 +321,7 @@ class Acquisition implements SlotHolder {
 
   /**
    * Every slot is taken: wait for one (not sent yet, so no lease is running), then attempt, or time
-   * out at the deadline. A first attempt whose budget is already spent waits as long as it would
+   * out at the deadline. If the slots stall (no reply for `stallMillis`), attempt without one. A first attempt whose budget is already spent waits as long as it would
    * have waited for its reply.
    */
   awaitSlot(
@@ -326,9 +329,11 @@ class Acquisition implements SlotHolder {
     remaining: number
   ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
     event(this.params.trace, "lock.wait", { "lock.wait.until": "attempt-slot", "lock.wait.max_ms": remaining })
-    return Effect.flatMap(slots.wait(this, Math.max(remaining, lateFirstAttemptMillis)), (handed) =>
-      handed ? this.attempt() : this.timedOut()
-    )
+    return Effect.flatMap(slots.wait(this, Math.max(remaining, lateFirstAttemptMillis)), (outcome) => {
+      if (outcome === "timedOut") return this.timedOut()
+      this.unslotted = outcome === "stalled"
+      return this.attempt()
+    })
   }
 
   failed(error: LockRedisError, before: boolean): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
