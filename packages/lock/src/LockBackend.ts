@@ -49,12 +49,11 @@ export interface LeaseRequest {
    */
   readonly waiter?: { readonly id: string; readonly ttlMillis: number } | undefined
   /**
-   * Release only: the fencing token the lease was granted with, set when the lock retries a release
-   * whose earlier attempt may have run (its reply was lost). A key that is gone while no grant has
-   * issued a fencing token for it since this one was deleted by that attempt, or expired with
-   * nobody taking it: either way nobody else held the lock, and the release answers `true`. A
-   * backend that ignores the field answers `false` there, and the lock reports a loss it cannot
-   * rule out.
+   * Release only: the fencing token the lease was granted with (the lock sends it with every release
+   * of a lease it holds). A key that is gone while no grant has issued a fencing token for it since
+   * this one was deleted by an earlier attempt of the same release, expired, or was deleted, with
+   * nobody taking it in between: the release answers `"gone"` (see `ReleaseReply`). A backend that
+   * ignores the field answers `false` there, and the lock reports a loss it cannot rule out.
    *
    * @since 0.6.0
    */
@@ -171,6 +170,22 @@ export type TransferReply =
   | { readonly _tag: "NotOwner" }
 
 /**
+ * What a release found: `true` the key held the token and was deleted; `false` it was gone or held
+ * another token; `"gone"` it was gone and no lock had been granted on it since the request's `fence`
+ * (so nobody else held it in between). A backend that does not keep fences answers `true` or `false`
+ * only.
+ *
+ * @example
+ * ```ts
+ * const released = (reply: ReleaseReply) => reply !== false
+ * ```
+ *
+ * @category models
+ * @since 0.7.0
+ */
+export type ReleaseReply = boolean | "gone"
+
+/**
  * The shape every backend provides.
  *
  * @category models
@@ -183,8 +198,8 @@ export interface Backend {
   readonly acquire: (request: LeaseRequest) => Effect.Effect<AcquireReply, LockRedisError>
   /** Extend the lease when the key still holds the token; `false` when it does not. */
   readonly renew: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
-  /** Delete the key when it still holds the token; `false` when it did not. */
-  readonly release: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
+  /** Delete the key when it still holds the token (see `ReleaseReply`). */
+  readonly release: (request: LeaseRequest) => Effect.Effect<ReleaseReply, LockRedisError>
   /**
    * Asks the deployment whether the key still holds the token (on the key's master, which replicated
    * deployments confirm with `ROLE`), changing nothing: `true` held, `false` gone or another owner's.

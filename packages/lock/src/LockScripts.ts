@@ -234,12 +234,14 @@ return 0
  *   publish command, `PUBLISH` (standalone, Sentinel) or `SPUBLISH` (Cluster: the message stays on
  *   the key's shard, which the channel's hash tag shares). ARGV[4]: how long the head waiter has to
  *   claim the lock, in milliseconds.
- * - ARGV[5], optional: the fencing token the lease was granted with, sent only when retrying a
- *   release whose earlier attempt may have run. Then a key that is gone while the fence key still
- *   holds that token (no grant since: nobody else can have held the lock) answers 2.
- * - Reply 1: released. Reply 2: already gone, with no grant since `ARGV[5]`'s (nobody is woken: the
- *   release that deleted it did that). Reply 0: the key was gone or held another token (nobody is
- *   woken).
+ * - ARGV[5], optional: the fencing token the lease was granted with (the lock sends it with every
+ *   release of a lease it holds; older versions sent it only when retrying a release
+ *   whose earlier attempt may have run). A key that is gone while the fence key still holds that
+ *   token (no grant since: nobody else can have held the lock) then answers 2.
+ * - Reply 1: released. Reply 2: already gone, with no grant since `ARGV[5]`'s: deleted by an earlier
+ *   attempt of the same release (which woke the head), or expired or deleted otherwise (nobody is
+ *   woken: waiters find the key free at their next attempt). Reply 0: the key was gone or held
+ *   another token (nobody is woken).
  * - Only the head of the queue is told: one release sends one waiter on. A head whose id begins with
  *   `grantingWaiterPrefix` is handed the lock: the key holds `grantToken(head, fence)` for the claim
  *   window (a new fence is issued, as an acquisition would) and the message, on the head's own

@@ -25,7 +25,14 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { type AcquireReply, type Backend, LockBackend, type TransferReply, type Wakeups } from "./LockBackend.ts"
+import {
+  type AcquireReply,
+  type Backend,
+  LockBackend,
+  type ReleaseReply,
+  type TransferReply,
+  type Wakeups
+} from "./LockBackend.ts"
 import { fenceRetentionMillis } from "./LockScripts.ts"
 
 interface Entry {
@@ -218,10 +225,12 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         return { _tag: "Transferred", fence, othersWaiting: headOf(request.key, now) !== undefined }
       }),
     release: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
+      Effect.map(Clock.currentTimeMillis, (now): ReleaseReply => {
         const entry = live(request.key, now)
-        // A retry of a release that may have run: gone, with no grant since the caller's.
-        if (entry === undefined) return request.fence !== undefined && lastFence(request.key, now) === request.fence
+        // Gone, with no grant since the caller's: nobody else held it in between.
+        if (entry === undefined) {
+          return request.fence !== undefined && lastFence(request.key, now) === request.fence ? "gone" : false
+        }
         if (entry.token !== request.token) return false
         entries.delete(request.key)
         wakeHead(request.key, now)

@@ -55,6 +55,30 @@ const firstReleaseFails = (
     return { result: yield* Fiber.join(fiber), releases }
   })
 
+// The body ends at once; its release is held up for `delayMillis` (a queue in front of the
+// server), during which `between` runs, and then runs on the in-memory backend.
+const lateRelease = (
+  delayMillis: number,
+  between: (memory: Backend, request: LeaseRequest) => Effect.Effect<unknown, LockRedisError> = () => Effect.void
+) =>
+  Effect.gen(function* () {
+    const memory = yield* MemoryBackend.make
+    const backend: Backend = {
+      ...memory,
+      release: (request) =>
+        Effect.sleep(delayMillis).pipe(
+          Effect.andThen(between(memory, request)),
+          Effect.andThen(memory.release(request))
+        )
+    }
+    const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provideService(LockBackend, backend))
+    const fiber = yield* Effect.forkChild(
+      Effect.result(lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("value")))
+    )
+    yield* TestClock.adjust("1 second")
+    return yield* Fiber.join(fiber)
+  })
+
 describe("MemoryBackend", () => {
   it.effect("excludes, renews past the lease, and hands over on release", () =>
     Effect.gen(function* () {
@@ -174,8 +198,8 @@ describe("MemoryBackend", () => {
       Effect.gen(function* () {
         const { releases, result } = yield* firstReleaseFails(lostReply)
         assert.strictEqual(releases.length, 2)
-        assert.isUndefined(releases[0]!.fence, "a first attempt carries no fence")
-        assert.isNumber(releases[1]!.fence, "the retry carries the lease's fence")
+        assert.isNumber(releases[0]!.fence, "every attempt carries the lease's fence")
+        assert.strictEqual(releases[1]!.fence, releases[0]!.fence)
         assert.isTrue(result._tag === "Success" && result.success === "value", "the body's value, not LockLost")
       })
     )
@@ -193,12 +217,43 @@ describe("MemoryBackend", () => {
       })
     )
 
-    it.effect("a first attempt that cannot have run gives the retry no fence: a key found gone is LockLost", () =>
+    it.effect("after a first attempt that cannot have run, a key found gone while the lease ran is LockLost", () =>
       Effect.gen(function* () {
+        // Something else deleted the key under a live lease: nobody took it, but it was not ours.
         const { releases, result } = yield* firstReleaseFails(neverSent)
         assert.strictEqual(releases.length, 2)
-        assert.isUndefined(releases[1]!.fence)
         assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost")
+      })
+    )
+  })
+
+  describe("a release that reaches the backend after the lease ran out there", () => {
+    it.effect("with nobody taking the key in between: the body's value (the lease freed it)", () =>
+      Effect.gen(function* () {
+        const result = yield* lateRelease(400)
+        assert.isTrue(result._tag === "Success" && result.success === "value", "the body's value, not LockLost")
+      })
+    )
+
+    it.effect("with another client taking and freeing it in between: LockLost", () =>
+      Effect.gen(function* () {
+        const result = yield* lateRelease(400, (memory, { key }) => {
+          const theirs = { key, token: "theirs", leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false }
+          return Effect.andThen(memory.acquire(theirs), memory.release(theirs))
+        })
+        assert.isTrue(
+          result._tag === "Failure" && result.failure._tag === "LockLost" && result.failure.phase === "release"
+        )
+      })
+    )
+
+    it.effect("held up less than the lease, with the key deleted meanwhile: LockLost", () =>
+      Effect.gen(function* () {
+        // Deleted by something else (here: the same token, without the fence).
+        const result = yield* lateRelease(50, (memory, request) => memory.release({ ...request, fence: undefined }))
+        assert.isTrue(
+          result._tag === "Failure" && result.failure._tag === "LockLost" && result.failure.phase === "release"
+        )
       })
     )
   })

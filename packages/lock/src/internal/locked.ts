@@ -64,7 +64,7 @@ const lostExit = <E>(lost: LockLost, cause: Cause.Cause<E>): Exit.Exit<never, E 
 const transferredAttempt = { "lock.attempt": 0, "lock.attempt.result": "transferred" }
 const acquiredOutcome = { "lock.outcome": "acquired" }
 
-const releaseResults = { Released: "released", NotOwner: "not-owner", Failed: "failed" } as const
+const releaseResults = { Released: "released", Gone: "gone", NotOwner: "not-owner", Failed: "failed" } as const
 
 /** The Redis key of a lock, or `InvalidArgument` when the codec rejects (or throws on) the key. */
 export const encodeKey = <K>(
@@ -145,7 +145,7 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
   readonly token: string
   /** The token the lock is held with: the call's own, or the one a release granted it under. */
   heldToken: string
-  /** The fencing token the lock is held with, once held: a retried release's evidence (release.ts). */
+  /** The fencing token the lock is held with, once held: sent with every release attempt (release.ts). */
   heldFence: number | undefined = undefined
   /** When the lock was acquired (monotonic ms), recorded in the metrics once the body has started. */
   acquiredAt = 0
@@ -280,9 +280,19 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
     }
   }
 
-  /** `request` as a function, for a release: made when asked for, never kept in a field (see above). */
+  /**
+   * The request of a release of the held lease, with its fencing token (see `LeaseRequest.fence`), as a
+   * function: made when asked for, never kept in a field (see above).
+   */
   releaseRequest(): (timeoutMillis: number) => LeaseRequest {
-    return (timeoutMillis) => this.request(timeoutMillis)
+    return (timeoutMillis) => ({
+      key: this.call.key,
+      token: this.heldToken,
+      leaseMillis: this.client.settings.leaseMillis,
+      timeoutMillis,
+      acknowledge: false,
+      fence: this.heldFence
+    })
   }
 
   hold(held: HeldLease): Effect.Effect<B, E | LockError> {
@@ -376,7 +386,20 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
         this.found(exit.value)
       )
     }
-    if (released._tag === "NotOwner") {
+    // The key was gone, nobody had taken the lock since this lease's grant, and the reply came after
+    // the lease could have run out on the server, when the release began before that: the body
+    // ended within its lease, and the lease ran out on the way (a release queued behind thousands
+    // of others). Nobody else held the lock, so it is not a loss. A key found gone sooner was
+    // deleted under a lease that still ran: a loss, reported as one.
+    if (released._tag === "Gone" && released.startedAt < this.validUntil && released.receivedAt >= this.validUntil) {
+      return Effect.as(
+        Effect.logWarning(
+          `lock ${key} expired before its release reached the server, after the body completed within its lease; nobody held it in between`
+        ),
+        this.found(exit.value)
+      )
+    }
+    if (released._tag === "NotOwner" || released._tag === "Gone") {
       annotate(call.trace, {
         "lock.outcome": "lost",
         "lock.lost.phase": "release",

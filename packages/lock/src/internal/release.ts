@@ -2,7 +2,7 @@
 // (after the body, after an abandoned acquisition), so it never fails: it reports what happened.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Backend, LeaseRequest } from "../LockBackend.ts"
+import type { Backend, LeaseRequest, ReleaseReply } from "../LockBackend.ts"
 import type { LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
@@ -10,9 +10,22 @@ import { monotonicMillis } from "./time.ts"
 
 const retryPolicy: BackoffPolicy = { baseMillis: 10, capMillis: 200 }
 
-export type ReleaseOutcome = { readonly _tag: "Released" } | NotOwner | Failed
+export type ReleaseOutcome = { readonly _tag: "Released" } | Gone | NotOwner | Failed
 
 export const released: ReleaseOutcome = { _tag: "Released" }
+
+/**
+ * The key was already gone when the first attempt that could have deleted it ran, and no lock had been
+ * granted on it since the lease's own (the fence key still held the lease's fencing token): nobody
+ * else held the lock in between. The lease ran out on the server, or something deleted the key.
+ */
+export interface Gone {
+  readonly _tag: "Gone"
+  /** Monotonic ms at which the release's first attempt was sent. */
+  readonly startedAt: number
+  /** Monotonic ms at which the reply that found the key gone came back. */
+  readonly receivedAt: number
+}
 
 /**
  * The key was gone or held another token when an attempt ran. When that attempt was sent matters:
@@ -41,10 +54,13 @@ export interface Failed {
  * paths, and its bound keeps it short.
  */
 export const withinReleaseBound = <A, B>(
-  /** One attempt; `retryAfterRun` when an earlier attempt may have run (its reply was lost). */
-  operation: (timeoutMillis: number, retryAfterRun: boolean) => Effect.Effect<A, LockRedisError>,
-  /** Told the reply, when the bound started and when the attempt that got the reply was sent. */
-  done: (value: A, startedAt: number, sentAt: number) => B,
+  /** One attempt, within `timeoutMillis`. */
+  operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
+  /**
+   * Told the reply, when the bound started, when the attempt that got the reply was sent, whether an
+   * earlier attempt may have run (its reply was lost), and when the reply came back.
+   */
+  done: (value: A, startedAt: number, sentAt: number, afterRun: boolean, receivedAt: number) => B,
   /** The end of the bound (monotonic ms), when it started earlier: one step of a longer release. */
   deadline?: number
 ): Effect.Effect<B | Failed> =>
@@ -66,8 +82,8 @@ export const withinReleaseBound = <A, B>(
  * release, every call), in fewer Effect steps.
  */
 const boundedFromNow = <A, B, C, E>(
-  operation: (timeoutMillis: number, retryAfterRun: boolean) => Effect.Effect<A, LockRedisError>,
-  done: (value: A, startedAt: number, sentAt: number) => B,
+  operation: (timeoutMillis: number) => Effect.Effect<A, LockRedisError>,
+  done: (value: A, startedAt: number, sentAt: number, afterRun: boolean, receivedAt: number) => B,
   clock: Clock.Clock,
   then: (outcome: B | Failed) => Effect.Effect<C, E>,
   givenDeadline?: number
@@ -79,8 +95,8 @@ const boundedFromNow = <A, B, C, E>(
   const attempt = (n: number, now: number): Effect.Effect<C, E> => {
     const remaining = deadline - now
     if (remaining <= 0) return then({ _tag: "Failed", error: lastError })
-    return Effect.matchEffect(operation(remaining, mayHaveRun), {
-      onSuccess: (value) => then(done(value, start, now)),
+    return Effect.matchEffect(operation(remaining), {
+      onSuccess: (value) => then(done(value, start, now, mayHaveRun, monotonicMillis(clock))),
       onFailure: (error) => {
         lastError = error
         if (error.mayHaveExecuted) mayHaveRun = true
@@ -98,16 +114,18 @@ const boundedFromNow = <A, B, C, E>(
 }
 
 /**
- * One release attempt. A retry after an attempt that may have run carries the lease's fencing
- * token, when known: a key gone with no grant since then was released by that attempt (see
- * `LeaseRequest.fence`), not lost.
+ * One release attempt. Every attempt carries the lease's fencing token, when known, so that a key
+ * found gone with no grant since is told apart from one another caller took (see
+ * `LeaseRequest.fence`): after an attempt that may have run, that attempt deleted it; otherwise the
+ * lease ran out (or the key was deleted) with nobody taking the lock.
  */
 const releaseAttempt =
   (backend: Backend, request: (timeoutMillis: number) => LeaseRequest, fence: number | undefined) =>
-  (timeoutMillis: number, retryAfterRun: boolean): Effect.Effect<boolean, LockRedisError> => {
+  (timeoutMillis: number): Effect.Effect<ReleaseReply, LockRedisError> => {
     const asked = request(timeoutMillis)
-    if (retryAfterRun && fence !== undefined) return backend.release({ ...asked, acknowledge: false, fence })
-    // A locked call's own request already asks for no acknowledgement: sent as it is (every call).
+    // A locked call's own request already carries its fence and asks for no acknowledgement: sent as
+    // it is (every call).
+    if (asked.fence !== fence && fence !== undefined) return backend.release({ ...asked, acknowledge: false, fence })
     return backend.release(asked.acknowledge ? { ...asked, acknowledge: false } : asked)
   }
 
@@ -116,7 +134,7 @@ export const release = (
   backend: Backend,
   request: (timeoutMillis: number) => LeaseRequest,
   deadline?: number,
-  /** The lease's fencing token, for a retry after an attempt that may have run. */
+  /** The lease's fencing token, sent with every attempt (see `releaseAttempt`). */
   fence?: number
 ): Effect.Effect<ReleaseOutcome> => withinReleaseBound(releaseAttempt(backend, request, fence), outcomeOf, deadline)
 
@@ -133,10 +151,22 @@ export const releaseNow = <C, E>(
   clock: Clock.Clock,
   then: (outcome: ReleaseOutcome) => Effect.Effect<C, E>
 ): Effect.Effect<C, E> =>
-  boundedFromNow<boolean, ReleaseOutcome, C, E>(releaseAttempt(backend, request, fence), outcomeOf, clock, then)
+  boundedFromNow<ReleaseReply, ReleaseOutcome, C, E>(releaseAttempt(backend, request, fence), outcomeOf, clock, then)
 
-const outcomeOf = (ok: boolean, startedAt: number, sentAt: number): ReleaseOutcome =>
-  ok ? released : notOwner(startedAt, sentAt)
+const outcomeOf = (
+  reply: ReleaseReply,
+  startedAt: number,
+  sentAt: number,
+  afterRun: boolean,
+  receivedAt: number
+): ReleaseOutcome =>
+  reply === true
+    ? released
+    : reply === false
+      ? notOwner(startedAt, sentAt)
+      : afterRun
+        ? released
+        : { _tag: "Gone", startedAt, receivedAt }
 
 /** A best-effort release for cleanup paths: logged at debug level, never failing. */
 export const releaseBounded = (

@@ -1,7 +1,7 @@
 // Sending the lock scripts and reading their replies, for any connection (shared or dedicated).
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import type { AcquireReply, TransferReply } from "@sage/lock/LockBackend"
+import type { AcquireReply, ReleaseReply, TransferReply } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
 import { classify } from "./classify.ts"
 import * as Deadlines from "./deadlines.ts"
@@ -226,13 +226,13 @@ export const scriptsOver = (send: Send): ScriptCall =>
     Effect.flatMap(runScript(send, script, keys, args, timeoutMillis), (reply) => Effect.fromResult(parse(reply))))
 
 /**
- * The release script's reply: `1` released, `2` already released by an earlier attempt of the same
- * release (only when the request carried its `fence`), `0` not ours.
+ * The release script's reply: `1` released, `2` already gone with no grant since the request's
+ * `fence` (only when the request carried one), `0` not ours.
  */
-export const releasedReply = (reply: unknown): boolean => reply === 1 || reply === 2
+export const releasedReply = (reply: unknown): ReleaseReply => (reply === 1 ? true : reply === 2 ? "gone" : false)
 
 /** `releasedReply` as a script parser. */
-export const isReleased: Parse<boolean> = (reply) => Result.succeed(releasedReply(reply))
+export const isReleased: Parse<ReleaseReply> = (reply) => Result.succeed(releasedReply(reply))
 
 export const unexpected = (command: string, reply: unknown): LockRedisError =>
   new LockRedisError({

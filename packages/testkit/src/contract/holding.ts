@@ -5,9 +5,11 @@
  * @since 0.1.0
  */
 import { assert, type Vitest } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
 import { Lease, Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
@@ -171,27 +173,98 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("6. a release retried after its reply was lost counts as done only while no grant followed it", () =>
+  it.effect("6. a release with the lease's fence tells a key gone with nobody taking it from one taken since", () =>
     Effect.gen(function* () {
       const backend = yield* LockBackend
-      const key = redisKey(uniqueNamespace(), "retried-release")
+      const key = redisKey(uniqueNamespace(), "fenced-release")
       const mine = { key, token: "mine", leaseMillis: 10_000, timeoutMillis: 2_000, acknowledge: false }
       const granted = yield* backend.acquire(mine)
       assert.strictEqual(granted._tag, "Acquired")
       if (granted._tag !== "Acquired") return
-      // The first attempt ran and its reply was lost: a retry without the fence cannot tell a loss.
-      assert.isTrue(yield* backend.release(mine))
-      assert.isFalse(yield* backend.release(mine), "a plain retry finds the key gone")
-      assert.isTrue(yield* backend.release({ ...mine, fence: granted.fence }), "no grant since the lease's")
-      assert.isFalse(yield* backend.release({ ...mine, fence: granted.fence - 1 }), "not the key's last fence")
+      // The release deletes the key; a retry (its reply was lost) finds it gone.
+      assert.strictEqual(yield* backend.release({ ...mine, fence: granted.fence }), true, "held: released")
+      assert.strictEqual(yield* backend.release(mine), false, "without the fence a gone key proves nothing")
+      assert.strictEqual(yield* backend.release({ ...mine, fence: granted.fence }), "gone", "no grant since")
+      assert.strictEqual(yield* backend.release({ ...mine, fence: granted.fence - 1 }), false, "not the last fence")
       // Another client takes the key and frees it: from then on a gone key proves nothing.
       const theirs = { ...mine, token: "theirs" }
       assert.strictEqual((yield* backend.acquire(theirs))._tag, "Acquired")
-      assert.isFalse(yield* backend.release({ ...mine, fence: granted.fence }), "held by another")
-      assert.isTrue(yield* backend.release(theirs))
-      assert.isFalse(yield* backend.release({ ...mine, fence: granted.fence }), "a grant followed the lease's")
+      assert.strictEqual(yield* backend.release({ ...mine, fence: granted.fence }), false, "held by another")
+      assert.strictEqual(yield* backend.release(theirs), true)
+      assert.strictEqual(yield* backend.release({ ...mine, fence: granted.fence }), false, "a grant followed")
     })
   )
+
+  it.effect("6. a key deleted under a live lease, with nobody taking it, is still LockLost at release", () =>
+    Effect.gen(function* () {
+      const control = yield* ServerControl
+      const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
+      const key = redisKey(lock.namespace, "deleted")
+      const error = yield* control
+        .del(key)
+        .pipe(Effect.as("result"), lock.withLock("deleted", { waitTimeout: "1 second" }), Effect.flip)
+      assert.strictEqual(error._tag, "LockLost")
+      if (error._tag === "LockLost") assert.strictEqual(error.phase, "release")
+    })
+  )
+
+  for (const [label, meanwhile] of [
+    ["nobody taking the key: the body's value", false],
+    ["another caller taking and freeing it meanwhile: LockLost", true]
+  ] as const) {
+    it.effect(`6. a release that reaches the server after the lease ran out there, ${label}`, () =>
+      Effect.gen(function* () {
+        const control = yield* ServerControl
+        const backend = yield* LockBackend
+        // The release waits before it goes out, as behind thousands of others in the client's
+        // queue, until the key has expired on the server (and, for the second case, another caller
+        // has taken and freed it): the body ends within its 300 ms lease, its release starts within
+        // it, and reaches the server after the lease ran out there.
+        const go = yield* Deferred.make<void>()
+        const late: typeof backend = {
+          ...backend,
+          release: (request) => Effect.andThen(Deferred.await(go), backend.release(request))
+        }
+        const namespace = uniqueNamespace()
+        const lock = yield* Lock.make({ namespace, leaseDuration: "300 millis" }).pipe(
+          Effect.provideService(LockBackend, late)
+        )
+        const key = redisKey(namespace, "late-release")
+        const warnings: Array<string> = []
+        const logger = Logger.make((options) => {
+          if (options.logLevel === "Warn") warnings.push(String(options.message))
+        })
+        const fiber = yield* forkUntilInside((inside) =>
+          inside.pipe(
+            Effect.as("kept"),
+            lock.withLock("late-release", { waitTimeout: "1 second" }),
+            Effect.provide(Logger.layer([logger])),
+            Effect.result
+          )
+        )
+        while ((yield* control.get(key)) !== null) yield* Effect.sleep(5)
+        if (meanwhile) {
+          const other = yield* Lock.make({ namespace, leaseDuration: "300 millis" })
+          yield* Effect.void.pipe(other.withLock("late-release", { waitTimeout: "1 second" }))
+        }
+        yield* Deferred.succeed(go, undefined)
+        const result = yield* Fiber.join(fiber)
+        if (meanwhile) {
+          assert.isTrue(
+            result._tag === "Failure" && result.failure._tag === "LockLost" && result.failure.phase === "release",
+            `LockLost at release: ${JSON.stringify(result)}`
+          )
+        } else {
+          assert.isTrue(result._tag === "Success" && result.success === "kept", `the value: ${JSON.stringify(result)}`)
+          assert.isTrue(
+            warnings.some((message) => message.includes("expired before its release reached the server")),
+            `the late release is logged as such: ${JSON.stringify(warnings)}`
+          )
+        }
+        assert.isNull(yield* control.get(key))
+      })
+    )
+  }
 
   it.effect("6. release that cannot reach the server after a successful body returns the result", () =>
     Effect.gen(function* () {
