@@ -177,7 +177,10 @@ export type TransferReply =
  *
  * @example
  * ```ts
- * const released = (reply: ReleaseReply) => reply !== false
+ * import type { LockBackend } from "@sage/lock"
+ *
+ * // Whether the lock is free of this caller's lease: deleted now, or already gone.
+ * const freed = (reply: LockBackend.ReleaseReply): boolean => reply !== false
  * ```
  *
  * @category models
