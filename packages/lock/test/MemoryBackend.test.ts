@@ -79,6 +79,41 @@ const lateRelease = (
     return yield* Fiber.join(fiber)
   })
 
+// Two fibers of one client want the key: the first holds it, the second waits behind it, so the
+// first's release hands the key on with a transfer. That transfer is held up for `delayMillis`,
+// during which `between` runs, and then runs on the in-memory backend. Returns the first call's
+// result and whether the second got the lock.
+const lateTransfer = (
+  delayMillis: number,
+  between: (memory: Backend, key: string) => Effect.Effect<unknown, LockRedisError> = () => Effect.void
+) =>
+  Effect.gen(function* () {
+    const memory = yield* MemoryBackend.make
+    const backend: Backend = {
+      ...memory,
+      transfer: (request) =>
+        Effect.sleep(delayMillis).pipe(
+          Effect.andThen(between(memory, request.key)),
+          Effect.andThen(memory.transfer!(request))
+        )
+    }
+    const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provideService(LockBackend, backend))
+    const inside = yield* Deferred.make<void>()
+    const first = yield* Effect.forkChild(
+      Effect.result(
+        Deferred.succeed(inside, undefined).pipe(
+          Effect.andThen(Effect.sleep("10 millis")),
+          Effect.as("value"),
+          lock.withLock("k", { waitTimeout: "1 second" })
+        )
+      )
+    )
+    yield* Deferred.await(inside)
+    const second = yield* Effect.forkChild(Effect.result(lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void)))
+    yield* TestClock.adjust("10 seconds")
+    return { first: yield* Fiber.join(first), second: yield* Fiber.join(second) }
+  })
+
 describe("MemoryBackend", () => {
   it.effect("excludes, renews past the lease, and hands over on release", () =>
     Effect.gen(function* () {
@@ -254,6 +289,29 @@ describe("MemoryBackend", () => {
         assert.isTrue(
           result._tag === "Failure" && result.failure._tag === "LockLost" && result.failure.phase === "release"
         )
+      })
+    )
+  })
+
+  describe("a transfer to the next fiber that reaches the backend after the lease ran out there", () => {
+    it.effect("with nobody taking the key in between: the body's value, and the next fiber gets the lock", () =>
+      Effect.gen(function* () {
+        const { first, second } = yield* lateTransfer(400)
+        assert.isTrue(first._tag === "Success" && first.success === "value", "the body's value, not LockLost")
+        assert.strictEqual(second._tag, "Success")
+      })
+    )
+
+    it.effect("with another client taking and freeing it in between: LockLost", () =>
+      Effect.gen(function* () {
+        const { first, second } = yield* lateTransfer(400, (memory, key) => {
+          const theirs = { key, token: "theirs", leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false }
+          return Effect.andThen(memory.acquire(theirs), memory.release(theirs))
+        })
+        assert.isTrue(
+          first._tag === "Failure" && first.failure._tag === "LockLost" && first.failure.phase === "release"
+        )
+        assert.strictEqual(second._tag, "Success")
       })
     )
   })

@@ -143,6 +143,49 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
       })
     )
 
+    it.live("a handoff to the next fiber that reaches the server after the lease ran out there is no loss", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        // Two fibers of one client want the key: the first's body ends while the second waits in the
+        // client, so the lock hands the key on with a transfer. The transfer waits until the key has
+        // expired on the server, as behind thousands of others in the client's queue.
+        const go = yield* Deferred.make<void>()
+        const transfer = backend.transfer!
+        const late: typeof backend = {
+          ...backend,
+          transfer: (request) => Effect.andThen(Deferred.await(go), transfer(request))
+        }
+        const lock = yield* Lock.make({ namespace: "nr-late-handoff", leaseDuration: "300 millis" }).pipe(
+          Effect.provideService(LockBackend, late)
+        )
+        const key = LockScripts.lockKey("nr-late-handoff", "k")
+        const inside = yield* Deferred.make<void>()
+        const end = yield* Deferred.make<void>()
+        const first = yield* Effect.forkChild(
+          Deferred.succeed(inside, undefined).pipe(
+            Effect.andThen(Deferred.await(end)),
+            Effect.as("kept"),
+            lock.withLock("k", { waitTimeout: "1 second" }),
+            Effect.result
+          )
+        )
+        yield* Deferred.await(inside)
+        const next = yield* Effect.forkChild(
+          Effect.result(lock.withLock("k", { waitTimeout: "5 seconds" })(server.command("GET", key)))
+        )
+        // The second call queues behind the first in the client; then the first body ends.
+        yield* Effect.sleep(20)
+        yield* Deferred.succeed(end, undefined)
+        while ((yield* server.command("GET", key)) !== null) yield* Effect.sleep(5)
+        yield* Deferred.succeed(go, undefined)
+        const result = yield* Fiber.join(first)
+        assert.isTrue(result._tag === "Success" && result.success === "kept", `the value: ${JSON.stringify(result)}`)
+        const after = yield* Fiber.join(next)
+        assert.isTrue(after._tag === "Success" && after.success !== null, `the next fiber held the key`)
+      })
+    )
+
     it.live(
       "fencing tokens: the server's microseconds as written, the last token + 1 when the clock is behind it",
       () =>

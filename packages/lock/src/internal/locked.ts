@@ -455,6 +455,7 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
           queue,
           key,
           token: this.heldToken,
+          fence: this.heldFence,
           waiterId: client.waiterId,
           passTurn,
           newToken

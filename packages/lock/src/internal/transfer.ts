@@ -22,7 +22,15 @@ import * as Effect from "effect/Effect"
 import { identity } from "effect/Function"
 import type { Backend, LeaseRequest, TransferReply } from "../LockBackend.ts"
 import type * as LocalQueue from "./localQueue.ts"
-import { type Failed, notOwner, released, type ReleaseOutcome, releaseBounded, withinReleaseBound } from "./release.ts"
+import {
+  type Failed,
+  notOwner,
+  release,
+  released,
+  type ReleaseOutcome,
+  releaseBounded,
+  withinReleaseBound
+} from "./release.ts"
 import { releaseTimeoutMillis, type Settings } from "./settings.ts"
 import { withNow } from "./time.ts"
 
@@ -53,6 +61,8 @@ export interface HandOnParams {
   readonly key: string
   /** The releasing call's token. */
   readonly token: string
+  /** The releasing call's fencing token, when known (see `lapsed`). */
+  readonly fence: number | undefined
   readonly waiterId: string
   readonly passTurn: LocalQueue.PassTurn<Grant>
   /** Makes the successor's token. */
@@ -102,9 +112,13 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
     })
     return Effect.flatMap(bounded, (reply: TransferReply | Failed) => {
       if (reply._tag === "NotOwner") {
-        queue.setStreak(key, 0)
-        params.passTurn()
-        return Effect.succeed(notOwner(firstSentAt ?? sentAt, sentAt))
+        return withNow((receivedAt) =>
+          Effect.map(lapsed(params, deadline, firstSentAt ?? sentAt, sentAt, receivedAt), (outcome) => {
+            queue.setStreak(key, 0)
+            params.passTurn()
+            return outcome
+          })
+        )
       }
       const transferred = reply._tag === "Transferred"
       if (transferred) queue.setStreak(key, reply.othersWaiting ? queue.streak(key) + 1 : 0)
@@ -120,6 +134,39 @@ export const handOn = (params: HandOnParams): Effect.Effect<ReleaseOutcome> =>
       return Effect.as(abandon(backend, settings, key, grant, deadline), outcome)
     })
   })
+
+/**
+ * After a transfer found the key not ours: asks, with a release carrying the releasing call's fence
+ * (within what is left of the bound), whether the key is merely gone with no grant since (the lease
+ * ran out, nobody took it), which the lock may then not count as a loss (see `Gone`). The next fiber
+ * is handed its turn only after this, so its own acquisition cannot come between. Without a fence,
+ * or when the release says otherwise or fails, the outcome is `NotOwner`.
+ */
+const lapsed = (
+  params: HandOnParams,
+  deadline: number,
+  startedAt: number,
+  sentAt: number,
+  receivedAt: number
+): Effect.Effect<ReleaseOutcome> => {
+  const { backend, settings, key, token, fence } = params
+  const lost = notOwner(startedAt, sentAt)
+  if (fence === undefined) return Effect.succeed(lost)
+  const check = release(
+    backend,
+    (timeoutMillis): LeaseRequest => ({
+      key,
+      token,
+      leaseMillis: settings.leaseMillis,
+      timeoutMillis,
+      acknowledge: false,
+      fence
+    }),
+    deadline,
+    fence
+  )
+  return Effect.map(check, (outcome) => (outcome._tag === "Gone" ? { _tag: "Gone", startedAt, receivedAt } : lost))
+}
 
 /**
  * Releases a grant no fiber took (bounded, never failing): within a second, or until `deadline`
