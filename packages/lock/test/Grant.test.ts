@@ -48,6 +48,25 @@ const fenceSeen = (lock: Lock.LockClient<string>, bodyMillis: number, totalMilli
     return yield* Fiber.join(fiber)
   })
 
+// A granting backend whose fences follow the server's clock. The busy reply's floor is the server's time then (5 s, in microseconds); the grant's fence is
+// the server's time at the release. The message comes 350 ms after the busy attempt was sent,
+// later than a grant counted from that attempt could be taken as it comes.
+const timed = (fence: number) => {
+  const renewedAt: Array<number> = []
+  const fake = scripted({
+    acquire: (_request, attempt) =>
+      attempt === 1
+        ? Effect.succeed({ _tag: "Busy", remainingMillis: 10_000, fenceFloor: 5_000_000 })
+        : Effect.succeed({ _tag: "Acquired", fence }),
+    renew: () => Effect.map(Clock.currentTimeMillis, (now) => (renewedAt.push(now), true)),
+    leave: () => Effect.void,
+    grants: true,
+    await: (_key, waiterId, _millis, call) =>
+      call === 1 ? Effect.as(Effect.sleep("350 millis"), grant(waiterId, fence)) : Effect.never
+  })
+  return { fake, renewedAt }
+}
+
 describe("release grants (client rules)", () => {
   it.effect("a fresh grant is held as it comes, renewed within its claim window, and released under its token", () =>
     Effect.gen(function* () {
@@ -112,6 +131,32 @@ describe("release grants (client rules)", () => {
       assert.strictEqual(fake.calls.release[0]!.token, fake.calls.acquire[1]!.token)
     })
   )
+
+  describe("a grant whose fence follows the server's clock counts from the release, not from the busy attempt", () => {
+    it.effect("released 340 ms after the busy reply: held as it comes, first renewed a third into its window", () =>
+      Effect.gen(function* () {
+        const { fake, renewedAt } = timed(5_340_000)
+        const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+        assert.strictEqual(yield* fenceSeen(lock, 400, 800), 5_340_000)
+        assert.strictEqual(fake.calls.acquire.length, 1, "no attempt after the busy one")
+        // Counted from 339 ms (the difference less the floor's rounding): due at 339 + 166.
+        assert.isAtLeast(renewedAt.length, 1)
+        assert.isAtLeast(renewedAt[0]!, 500, "not renewed before it was due")
+        assert.isAtMost(renewedAt[0]!, 520, "renewed when due")
+      })
+    )
+
+    it.effect("a fence that claims more time than has passed here is not trusted: counted from the busy attempt", () =>
+      Effect.gen(function* () {
+        // 900 ms of server time between the busy reply and the release, 350 ms here: counted from the
+        // busy attempt, the grant is too old to take as it comes, and an acquire takes the key.
+        const { fake } = timed(5_900_000)
+        const lock = yield* Lock.make({ leaseDuration: "10 seconds" }).pipe(Effect.provide(fake.layer))
+        assert.strictEqual(yield* fenceSeen(lock, 10, 400), 5_900_000)
+        assert.strictEqual(fake.calls.acquire.length, 2, "the acquire took the granted key")
+      })
+    )
+  })
 
   it.effect("a grant's first renewal is sent when due, even while the renewal loop sleeps for another lease", () =>
     Effect.gen(function* () {

@@ -3,6 +3,7 @@
 // relied on as it comes.
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lease, LockScripts } from "@sage/lock"
@@ -105,10 +106,10 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         yield* handoff
         yield* Effect.sleep(1_100)
         // A grant is taken as it comes for the first third of its window's usable part (157 ms of
-        // 500) after the waiter's last busy attempt: a body that starts within 150 ms of that
-        // attempt must have started on the grant. A machine stalled for longer takes the grant with
-        // an acquire instead (correct, but not what this test shows), so up to three handoffs are
-        // tried for one that was prompt.
+        // 500) after the release (as the server's clock dates it; at the latest, after the waiter's
+        // last busy attempt): a body that starts within 150 ms of that attempt must have started on
+        // the grant. A machine stalled for longer takes the grant with an acquire instead (correct,
+        // but not what this test shows), so up to three handoffs are tried for one that was prompt.
         let prompt: Effect.Success<typeof handoff> | undefined
         const tried: Array<number> = []
         for (let i = 0; i < 3 && prompt === undefined; i++) {
@@ -128,6 +129,50 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         assert.isAbove(seen.pttl, 20_000, "renewed to the lock's lease")
         assert.isNull(yield* server.command("GET", lockKeyOf("k")), "released with the grant's token")
       })
+    )
+
+    it.live(
+      "a grant made long after the waiter's last busy attempt is held as it comes, never past the key's expiry",
+      () =>
+        Effect.gen(function* () {
+          const server = yield* RedisServer.start({ flavor })
+          const backend = yield* NodeRedisBackend.make({ url: server.url })
+          // When each of the waiter's acquire requests was sent.
+          const sent: Array<number> = []
+          const counted: Backend = {
+            ...backend,
+            acquire: (req) => Effect.suspend(() => (sent.push(performance.now()), backend.acquire(req)))
+          }
+          const c = yield* clientOver(counted)
+          yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
+          const waiting = yield* Effect.forkChild(
+            c.withLock("k", { waitTimeout: "20 seconds" })(
+              Effect.gen(function* () {
+                // The key's expiry on the server first, then what the lock relies on: the lock's must
+                // not be the later of the two.
+                const pttl = Number(yield* server.command("PTTL", lockKeyOf("k")))
+                const remaining = Duration.toMillis(yield* (yield* Lease.Lease).remaining)
+                const value = String(yield* server.command("GET", lockKeyOf("k")))
+                return { pttl, remaining, value }
+              })
+            )
+          )
+          // A registered waiter asks again every 0.5-1 s: right after one of its busy attempts, the
+          // holder releases 400 ms later, before the next one.
+          while (sent.length < 2) yield* Effect.sleep(2)
+          const seen = sent.length
+          while (sent.length === seen) yield* Effect.sleep(1)
+          yield* Effect.sleep(400)
+          const before = sent.length
+          assert.strictEqual(yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k"))), 1)
+          const { pttl, remaining, value } = yield* Fiber.join(waiting)
+          assert.isTrue(value.startsWith(LockScripts.grantingWaiterPrefix), `held under the release's grant: ${value}`)
+          assert.strictEqual(sent.length, before, "taken as it came: no acquire after the release")
+          assert.isAtMost(remaining, pttl + 1, "relied on no longer than the key lives on the server")
+          // Counted from the release (the server's clock between the busy reply and the release), not
+          // from the busy attempt 400 ms before it, which would leave under 75 ms.
+          assert.isAbove(remaining, 150, `counted from the release: ${remaining} ms left, the key ${pttl} ms`)
+        })
     )
 
     it.live("a grant to a waiter that died holds up the line for the claim window at most", () =>

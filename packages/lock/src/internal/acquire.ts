@@ -266,27 +266,38 @@ class Acquisition implements SlotHolder {
 
   /**
    * A release handed the key to this waiter. It holds it from the release until the grant's window
-   * ends, so from `busySentAt` (earlier) for as long, if the grant is not an old one (its fence is
-   * above the floor). Taken as it comes only while two thirds of the window's usable part are left
-   * (about 300 ms of a 500 ms window), all of it for the first renewal's round trip, so that a stall
-   * of the process shorter than that cannot stop the body with `LockLost`. Otherwise an attempt
-   * takes the key with a full lease (the acquire script converts a grant to its waiter): one round
-   * trip more, after a wait that was long anyway. The same attempt runs when the message came
-   * before the busy reply or a grant is in doubt.
+   * ends, if the grant is not an old one (its fence is above the floor). When did the release run?
+   * After the busy attempt (sent at `busySentAt`), and by as much as the server's clock moved between
+   * the two: the floor the busy reply gave is the server's time then (in whole milliseconds, as
+   * microseconds), and the grant's fence is its time at the release (both are fencing tokens, which
+   * follow the server's clock). So the grant counts from `busySentAt` plus that difference less a
+   * millisecond (the floor's rounding); a date after now (the server's clock ran ahead of this
+   * one) is not trusted, and the grant counts from `busySentAt`. When the tokens run ahead of the clock
+   * (the fence key above the server's time), the difference counts issued tokens, not time, and the
+   * grant counts from about `busySentAt`, as it always did. A clock that jumps forward shortens
+   * every lease on the server alike; the safety margin covers drift, not jumps.
+   *
+   * Taken as it comes only while two thirds of the window's usable part are left (about 300 ms of
+   * a 500 ms window), all of it for the first renewal's round trip, so that a stall of the process
+   * shorter than that cannot stop the body with `LockLost`. Otherwise an attempt takes the key with
+   * a full lease (the acquire script converts a grant to its waiter): one round trip more. The same
+   * attempt runs when the message came before the busy reply or a grant is in doubt.
    */
   granted(grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
     return withNow((now) => {
-      const fresh = this.fenceFloor !== undefined && grant.fence > this.fenceFloor
-      if (!fresh || now - this.busySentAt >= usableLeaseMillis(grant.leaseMillis) / 3) {
-        return this.attempt()
-      }
+      const floor = this.fenceFloor
+      if (floor === undefined || grant.fence <= floor) return this.attempt()
+      const dated = this.busySentAt + Math.max(0, (grant.fence - floor) / 1000 - 1)
+      // Dated after the message came: the server's clock ran ahead of this one (a jump); not trusted.
+      const grantedAt = dated <= now ? dated : this.busySentAt
+      if (now - grantedAt >= usableLeaseMillis(grant.leaseMillis) / 3) return this.attempt()
       event(this.params.trace, "lock.attempt", grantedAttempt)
       return Effect.succeed<AcquireOutcome>({
         _tag: "Held",
         lease: {
           key: this.key,
           token: grant.token,
-          sentAt: this.busySentAt,
+          sentAt: grantedAt,
           fence: grant.fence,
           leaseMillis: grant.leaseMillis
         }
