@@ -55,6 +55,17 @@ const firstReleaseFails = (
     return { result: yield* Fiber.join(fiber), releases }
   })
 
+/** `run` after `delayMillis` (a queue in front of the server), during which `between` runs. */
+const heldUp = <A>(
+  delayMillis: number,
+  between: Effect.Effect<unknown, LockRedisError>,
+  run: Effect.Effect<A, LockRedisError>
+): Effect.Effect<A, LockRedisError> => Effect.sleep(delayMillis).pipe(Effect.andThen(between), Effect.andThen(run))
+
+/** A lock client with a 300 ms lease over `backend`. */
+const shortLeaseOver = (backend: Backend) =>
+  Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provideService(LockBackend, backend))
+
 // The body ends at once; its release is held up for `delayMillis` (a queue in front of the
 // server), during which `between` runs, and then runs on the in-memory backend.
 const lateRelease = (
@@ -63,15 +74,10 @@ const lateRelease = (
 ) =>
   Effect.gen(function* () {
     const memory = yield* MemoryBackend.make
-    const backend: Backend = {
+    const lock = yield* shortLeaseOver({
       ...memory,
-      release: (request) =>
-        Effect.sleep(delayMillis).pipe(
-          Effect.andThen(between(memory, request)),
-          Effect.andThen(memory.release(request))
-        )
-    }
-    const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provideService(LockBackend, backend))
+      release: (request) => heldUp(delayMillis, between(memory, request), memory.release(request))
+    })
     const fiber = yield* Effect.forkChild(
       Effect.result(lock.withLock("k", { waitTimeout: "1 second" })(Effect.succeed("value")))
     )
@@ -89,15 +95,10 @@ const lateTransfer = (
 ) =>
   Effect.gen(function* () {
     const memory = yield* MemoryBackend.make
-    const backend: Backend = {
+    const lock = yield* shortLeaseOver({
       ...memory,
-      transfer: (request) =>
-        Effect.sleep(delayMillis).pipe(
-          Effect.andThen(between(memory, request.key)),
-          Effect.andThen(memory.transfer!(request))
-        )
-    }
-    const lock = yield* Lock.make({ leaseDuration: "300 millis" }).pipe(Effect.provideService(LockBackend, backend))
+      transfer: (request) => heldUp(delayMillis, between(memory, request.key), memory.transfer!(request))
+    })
     const inside = yield* Deferred.make<void>()
     const first = yield* Effect.forkChild(
       Effect.result(

@@ -46,6 +46,12 @@ const releaseScript = (server: RedisServer.RedisServer, key: string, token: stri
     "500"
   )
 
+/** `backend`, recording in `sent` when each acquire request is sent (`performance.now()`). */
+const recordingSends = (backend: Backend, sent: Array<number>): Backend => ({
+  ...backend,
+  acquire: (req) => Effect.suspend(() => (sent.push(performance.now()), backend.acquire(req)))
+})
+
 const request = (key: string, token: string, waiterId?: string) => ({
   key: lockKeyOf(key),
   token,
@@ -63,12 +69,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const a = yield* Effect.flatMap(NodeRedisBackend.make({ url: server.url }), clientOver)
         const backendB = yield* NodeRedisBackend.make({ url: server.url })
         // When each of b's acquire requests was sent.
-        let sentByB: Array<number> = []
-        const counted: Backend = {
-          ...backendB,
-          acquire: (req) => Effect.suspend(() => (sentByB.push(performance.now()), backendB.acquire(req)))
-        }
-        const b = yield* clientOver(counted)
+        const sentByB: Array<number> = []
+        const b = yield* clientOver(recordingSends(backendB, sentByB))
         // `a` holds the key until `b` is registered as waiting for it; `b`'s body reports what it saw.
         const handoff = Effect.gen(function* () {
           const inside = yield* Deferred.make<void>()
@@ -84,7 +86,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             )
           )
           yield* Deferred.await(inside)
-          sentByB = []
+          sentByB.length = 0
           const seen = yield* b.withLock("k", { waitTimeout: "5 seconds" })(
             Effect.gen(function* () {
               const startedAt = performance.now()
@@ -98,7 +100,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             })
           )
           yield* Fiber.join(held)
-          return { ids, seen, sent: sentByB, releasedAt }
+          return { ids, seen, sent: [...sentByB], releasedAt }
         })
         // The first wait subscribes to the key's channel, and tries again once subscribed (a release
         // may have come before): the grant is then taken by that attempt, and its message, which
@@ -139,11 +141,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           const backend = yield* NodeRedisBackend.make({ url: server.url })
           // When each of the waiter's acquire requests was sent.
           const sent: Array<number> = []
-          const counted: Backend = {
-            ...backend,
-            acquire: (req) => Effect.suspend(() => (sent.push(performance.now()), backend.acquire(req)))
-          }
-          const c = yield* clientOver(counted)
+          const c = yield* clientOver(recordingSends(backend, sent))
           yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
           const waiting = yield* Effect.forkChild(
             c.withLock("k", { waitTimeout: "20 seconds" })(
