@@ -54,6 +54,7 @@ import {
 import { monotonicMillis, nowMillis } from "./internal/time.ts"
 import { newToken } from "./internal/token.ts"
 import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
+import * as Warnings from "./internal/warnings.ts"
 
 /**
  * Options of a lock client. Validated once, when the client or layer is built.
@@ -218,7 +219,8 @@ export const make: <K = string>(
     metrics: Metrics.make(settings.namespace),
     attemptSlots: AttemptSlots.make(),
     // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
-    waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken()
+    waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken(),
+    warnings: Warnings.make(settings.namespace)
   }
   // Gave up behind another fiber of this client without a server attempt: its turn never came
   // (busy), or (`lastError`) that fiber's attempts are failing for want of a server (unavailable).

@@ -33,6 +33,7 @@ import { invalid, render, type Settings } from "./settings.ts"
 import { monotonicMillis } from "./time.ts"
 import { newToken } from "./token.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
+import type * as Warnings from "./warnings.ts"
 
 /** What every call of one lock client shares. */
 export interface Client {
@@ -45,6 +46,8 @@ export interface Client {
   readonly attemptSlots: AttemptSlots.AttemptSlots
   /** This client's id in the servers' waiter queues (one contender per client and key). */
   readonly waiterId: string
+  /** The warnings about releases that did not go as planned, limited to a few a second. */
+  readonly warnings: Warnings.Warnings
 }
 
 /**
@@ -380,7 +383,9 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
     // says nothing of the time the body ran, so it is not a loss: the lease freed the key.
     if (released._tag === "NotOwner" && released.startedAt < this.validUntil && released.sentAt >= this.validUntil) {
       return Effect.as(
-        Effect.logWarning(
+        this.client.warnings.warn(
+          "unconfirmed",
+          key,
           `could not confirm the release of lock ${key}: its lease ran out while the release was retried, after the body completed within it`
         ),
         this.found(exit.value)
@@ -393,7 +398,9 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
     // deleted under a lease that still ran: a loss, reported as one.
     if (released._tag === "Gone" && released.startedAt < this.validUntil && released.receivedAt >= this.validUntil) {
       return Effect.as(
-        Effect.logWarning(
+        this.client.warnings.warn(
+          "late",
+          key,
           `lock ${key} expired before its release reached the server, after the body completed within its lease; nobody held it in between`
         ),
         this.found(exit.value)
@@ -420,10 +427,7 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
     }
     if (released._tag === "Failed") {
       const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
-      return Effect.as(
-        released.error === undefined ? Effect.logWarning(message) : Effect.logWarning(message, released.error),
-        this.found(exit.value)
-      )
+      return Effect.as(this.client.warnings.warn("failed", key, message, released.error), this.found(exit.value))
     }
     return Effect.succeed(this.found(exit.value))
   }
