@@ -244,7 +244,7 @@ export const make: <K = string>(
     acquire: (key, callOptions) => {
       const interruptOnLoss: unknown = callOptions?.interruptOnLoss
       return interruptOnLoss === undefined || typeof interruptOnLoss === "boolean"
-        ? acquireScoped(client.withLock(key, callOptions), interruptOnLoss !== false)
+        ? acquireScoped(client.withLock(key, callOptions), interruptOnLoss !== false, shared.warnings)
         : Effect.fail(invalid("interruptOnLoss", interruptOnLoss, "must be a boolean"))
     },
     namespace: settings.namespace,

@@ -10,6 +10,7 @@ import type * as Scope from "effect/Scope"
 import { type Handle, Lease } from "../Lease.ts"
 import type { LockError } from "../LockError.ts"
 import type { LeaseHandle } from "./lease.ts"
+import type { Warnings } from "./warnings.ts"
 
 type WithLock = <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | LockError, Exclude<R, Lease>>
 
@@ -20,7 +21,8 @@ type WithLock = <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | 
  */
 export const acquireScoped = (
   withLock: WithLock,
-  interruptOnLoss: boolean
+  interruptOnLoss: boolean,
+  warnings: Warnings
 ): Effect.Effect<Handle, LockError, Scope.Scope> =>
   Effect.withFiber((caller) =>
     Effect.suspend(() => {
@@ -41,7 +43,12 @@ export const acquireScoped = (
         // Not acquired (or the scope closed first): the caller gets the failure or interruption.
         if (handed === undefined) return Effect.sync(() => Deferred.doneUnsafe(ready, Exit.failCause(exit.cause)))
         if (Cause.hasInterruptsOnly(exit.cause)) return Effect.void
-        return Effect.logWarning(`lock ${handed.key} held by a scope was lost before the scope closed`, exit.cause)
+        return warnings.warn(
+          "scopeLost",
+          handed.key,
+          `lock ${handed.key} held by a scope was lost before the scope closed`,
+          exit.cause
+        )
       })
       return Effect.flatMap(Effect.forkScoped(holder, { startImmediately: true }), (fiber) =>
         // Interrupted while waiting: stop the holder now rather than when the scope closes.

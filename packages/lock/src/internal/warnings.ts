@@ -1,7 +1,7 @@
-// The warnings a lock client logs about calls whose body completed but whose release did not go as
-// planned (not confirmed, late, or given up): each is logged as it happens, up to a budget a
-// second. Past the budget the rest of that second is counted, by kind, and logged once as a summary
-// when the second ends.
+// The warnings a lock client logs about its calls: a body completed but its release did not go as
+// planned (not confirmed, late, or given up), or a lock held by a scope was lost. Each is logged as
+// it happens, up to a budget a second. Past the budget the rest of that second is counted, by kind,
+// and logged once as a summary when the second ends.
 //
 // They come in waves: when thousands of bodies end at once on an overloaded process, every release
 // can be late (30,000 bodies with a 1 s lease ending together logged 28,000-30,000 of them). With
@@ -12,17 +12,18 @@
 import * as Effect from "effect/Effect"
 import { withNow } from "./time.ts"
 
-/** What went wrong with a release after the body completed. */
-export type Kind = "unconfirmed" | "late" | "failed"
+/** What went wrong: with a release after the body completed, or with a lock held by a scope. */
+export type Kind = "unconfirmed" | "late" | "failed" | "scopeLost"
 
 /** How the summary names each kind, as a plural noun phrase. */
 const described: Record<Kind, string> = {
   unconfirmed: "releases not confirmed (the lease ran out while they were retried)",
   late: "releases that reached the server after the lease ran out (nobody held the lock in between)",
-  failed: "releases that did not complete within one second (the lease frees the key)"
+  failed: "releases that did not complete within one second (the lease frees the key)",
+  scopeLost: "locks held by a scope that were lost before the scope closed"
 }
 
-const kinds: ReadonlyArray<Kind> = ["unconfirmed", "late", "failed"]
+const kinds: ReadonlyArray<Kind> = ["unconfirmed", "late", "failed", "scopeLost"]
 
 /** How many warnings a client logs one by one in a second before it counts the rest. */
 export const warningsPerSecond = 10
@@ -38,7 +39,7 @@ export const make = (namespace: string): Warnings => {
   let windowStart = -Infinity
   let logged = 0
   let summaryDue = false
-  const counted: Record<Kind, number> = { unconfirmed: 0, late: 0, failed: 0 }
+  const counted: Record<Kind, number> = { unconfirmed: 0, late: 0, failed: 0, scopeLost: 0 }
   const firstKey: Partial<Record<Kind, string>> = {}
 
   const summary = (): string => {
