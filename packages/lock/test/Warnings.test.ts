@@ -65,8 +65,11 @@ describe("release warnings", () => {
       const summary = warnings[10]!
       assert.include(summary, `namespace "waves"`)
       assert.include(summary, "15 more warnings were not logged in the last second")
-      assert.include(summary, "15 releases that reached the server after the lease ran out")
-      assert.match(summary, /the first for lock waves:\{a-\d+\}/)
+      assert.include(
+        summary,
+        "releases that reached the server after the lease ran out (nobody held the lock in between): 15"
+      )
+      assert.match(summary, /: 15 \(the first for lock waves:\{a-\d+\}\)$/)
 
       // A new second has a new budget, and nothing is left to sum up.
       yield* wave(3, "b")
@@ -110,7 +113,10 @@ describe("release warnings", () => {
       assert.isTrue(warnings.every((message) => message.includes("held by a scope was lost before the scope closed")))
       yield* TestClock.adjust("1 second")
       assert.strictEqual(warnings.length, 11, JSON.stringify(warnings))
-      assert.include(warnings[10]!, "5 locks held by a scope that were lost before the scope closed")
+      assert.include(
+        warnings[10]!,
+        "locks held by a scope that were lost before the scope closed: 5 (the first for lock scopes:{s-10})"
+      )
       yield* Scope.close(scope, Exit.void)
     }).pipe(Effect.provide(MemoryBackend.layer))
   )

@@ -46,7 +46,7 @@ export interface Client {
   readonly attemptSlots: AttemptSlots.AttemptSlots
   /** This client's id in the servers' waiter queues (one contender per client and key). */
   readonly waiterId: string
-  /** The warnings about releases that did not go as planned, limited to a few a second. */
+  /** The warnings about its calls (releases that did not go as planned, scoped losses), ten a second. */
   readonly warnings: Warnings.Warnings
 }
 

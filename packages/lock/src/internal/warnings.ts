@@ -15,7 +15,7 @@ import { withNow } from "./time.ts"
 /** What went wrong: with a release after the body completed, or with a lock held by a scope. */
 export type Kind = "unconfirmed" | "late" | "failed" | "scopeLost"
 
-/** How the summary names each kind, as a plural noun phrase. */
+/** How the summary names each kind, before its count. */
 const described: Record<Kind, string> = {
   unconfirmed: "releases not confirmed (the lease ran out while they were retried)",
   late: "releases that reached the server after the lease ran out (nobody held the lock in between)",
@@ -49,7 +49,7 @@ export const make = (namespace: string): Warnings => {
       const count = counted[kind]
       if (count === 0) continue
       total += count
-      parts.push(`${count} ${described[kind]}, the first for lock ${firstKey[kind]}`)
+      parts.push(`${described[kind]}: ${count} (the first for lock ${firstKey[kind]})`)
       counted[kind] = 0
       delete firstKey[kind]
     }
