@@ -64,7 +64,7 @@ export default defineConfig({
       project("testkit", "packages/testkit"),
       project("cli", "packages/cli"),
       // The connection-level behaviour (connect, reconnect, failover, teardown, the pool, wake-ups, the
-      // shared-client layers) on the oldest node-redis the peer range accepts. The contract over the
+      // shared-client layers, clients made from one class) on the oldest node-redis the peer range accepts. The contract over the
       // lock's own connections is left to the main project: it adds nothing version-specific that
       // NodeRedisBackend.test.ts and the shared-client contract do not already cover.
       // On one server flavor (the first asked for, Redis 7 by default): what differs between the
@@ -83,6 +83,7 @@ export default defineConfig({
           "test/pool.test.ts",
           "test/groupCommit.test.ts",
           "test/teardown.test.ts",
+          "test/clientClass.test.ts",
           "test/nodeRedisVersion.test.ts"
         ]
       }),

@@ -17,8 +17,9 @@ import * as Exit from "effect/Exit"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
-import { createClient, type RedisClientOptions } from "redis"
+import type { createClient, RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
+import { makeClients } from "./clientClass.ts"
 import { classify } from "./classify.ts"
 import { type CommandClient, sendAllWithin, sendWithin } from "./commands.ts"
 import { laneOf } from "./lane.ts"
@@ -154,6 +155,7 @@ export const make = (options: {
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
     const open = new Set<Client>()
+    const clients = makeClients()
     // Idle sweeps so far: what a connection's last use is stamped with.
     let sweeps = 0
     // Once closed, no connection may be opened: a release or renewal still in flight while the layer
@@ -196,12 +198,12 @@ export const make = (options: {
           )
         }
         const { host, port } = options.resolve?.(address) ?? Address.fromNodeName(address)
-        const client: Client = createClient({
+        const client: Client = clients({
           ...options.clientOptions,
           // A dedicated connection is never reconnected: a broken one is dropped and replaced.
           socket: { ...options.clientOptions.socket, host, port, reconnectStrategy: false },
           disableOfflineQueue: true
-        } as RedisClientOptions) as Client
+        } as RedisClientOptions)
         client.on("error", () => {})
         open.add(client)
         created?.(client)

@@ -14,10 +14,11 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
-import { createClient, type RedisClientOptions } from "redis"
+import type { createClient, RedisClientOptions } from "redis"
 import * as Address from "./address.ts"
 import { replicaAddresses } from "./acknowledgement.ts"
 import { classify, isUnknownMasterReply } from "./classify.ts"
+import { makeClients } from "./clientClass.ts"
 import { sendWithin } from "./commands.ts"
 import type { Topology } from "./replicated.ts"
 import type { Subscriber } from "./wakeups.ts"
@@ -95,8 +96,11 @@ export const connect = (
 ): Effect.Effect<Topology, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { name } = options
+    const makeClient = makeClients()
     const clients = yield* Effect.acquireRelease(
-      Effect.sync(() => options.sentinels.map((node) => sentinelClient(node, options.sentinelClientOptions))),
+      Effect.sync(() =>
+        options.sentinels.map((node) => sentinelClient(makeClient, node, options.sentinelClientOptions))
+      ),
       (clients) => Effect.sync(() => clients.forEach(destroyForGood))
     )
     const known = new Set(options.sentinels.map(Address.format))
@@ -104,7 +108,7 @@ export const connect = (
       for (const node of nodes) {
         if (known.has(Address.format(node)) || clients.length >= maxSentinels) continue
         known.add(Address.format(node))
-        clients.push(sentinelClient(node, options.sentinelClientOptions))
+        clients.push(sentinelClient(makeClient, node, options.sentinelClientOptions))
       }
     }
 
@@ -236,6 +240,7 @@ export const masterSubscriber = (
 ): Effect.Effect<{ readonly subscriber: Subscriber; readonly follow: Effect.Effect<void> }, never, Scope.Scope> =>
   Effect.gen(function* () {
     const listeners = new Map<string, (message: string) => void>()
+    const makeClient = makeClients()
     // `raw` is kept beside the promise so that a connection is closed whatever state it is in: one
     // still connecting (its promise may not settle while the node is down) or one whose subscribe
     // failed would otherwise stay open, reconnecting, after the layer closed.
@@ -249,10 +254,10 @@ export const masterSubscriber = (
       })
     )
     const connectTo = (node: Address.HostPort): { readonly raw: Client; readonly ready: Promise<Client> } => {
-      const client = createClient({
+      const client = makeClient({
         ...options,
         socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port }
-      } as RedisClientOptions) as Client
+      } as RedisClientOptions)
       client.on("error", () => {})
       const ready = client.connect().then(async () => {
         for (const [channel, listener] of listeners) await client.subscribe(channel, listener)
@@ -303,13 +308,17 @@ export const masterSubscriber = (
     return { subscriber, follow }
   })
 
-const sentinelClient = (node: Address.HostPort, options: RedisClientOptions | undefined): Client => {
-  const client = createClient({
+const sentinelClient = (
+  makeClient: (options: RedisClientOptions) => Client,
+  node: Address.HostPort,
+  options: RedisClientOptions | undefined
+): Client => {
+  const client = makeClient({
     ...options,
     socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port },
     // A question to a sentinel that is not connected fails at once; another sentinel answers it.
     disableOfflineQueue: true
-  } as RedisClientOptions) as Client
+  } as RedisClientOptions)
   client.on("error", () => {})
   // Never awaited: a stalled sentinel may hold its handshake forever, and nothing waits for it.
   client.connect().catch(() => {})
