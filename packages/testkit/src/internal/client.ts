@@ -30,6 +30,19 @@ const describe = (target: CommandTarget, args: ReadonlyArray<string>): string =>
 const label = (batch: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> =>
   batch.length === 1 ? (batch[0] ?? []) : batch.flatMap((args, i) => (i === 0 ? args : [";", ...args]))
 
+type Client = ReturnType<typeof createClient>
+
+// node-redis's createClient builds a class holding every command whenever its options differ from
+// the previous call's (address included), about 25 ms of CPU each: admin commands that alternate
+// between servers (a sentinel, then the master it names) paid that on nearly every call. Clients
+// duplicated from one template share its class.
+let template: Client | undefined
+const makeClient = (options: Parameters<typeof createClient>[0]): Client => {
+  // RESP2 keeps replies plain (strings, integers, nil, arrays); node-redis 6 defaults to RESP3.
+  template ??= createClient({ RESP: 2 })
+  return template.duplicate(options) as Client
+}
+
 /**
  * Runs commands in order on one connection (so `WAIT` counts the writes before it); server error
  * replies are `ErrorReply` outcomes, everything else a `TestkitError`. The timeout covers the batch.
@@ -40,7 +53,7 @@ export const runSession = (
 ): Effect.Effect<Array<Outcome>, TestkitError> =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
-      const client = createClient({
+      const client = makeClient({
         socket:
           target.tls === undefined
             ? { host: target.host, port: target.port, reconnectStrategy: false, connectTimeout: target.timeoutMs }
@@ -52,7 +65,6 @@ export const runSession = (
                 tls: true,
                 ca: target.tls.ca
               },
-        // RESP2 keeps replies plain (strings, integers, nil, arrays); node-redis 6 defaults to RESP3.
         RESP: 2,
         disableClientInfo: true,
         ...(target.username === undefined ? {} : { username: target.username }),
