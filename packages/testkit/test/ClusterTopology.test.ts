@@ -107,6 +107,23 @@ describe.concurrent("ClusterTopology", () => {
           for (const pid of pids) assert.isFalse(isAlive(pid), `pid ${pid} alive after scope close`)
         })
       )
+
+      it.live("a long node timeout is in force on every node once formed, and on a restarted node", () =>
+        Effect.gen(function* () {
+          const cluster = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
+          const nodeTimeout = (node: (typeof cluster.nodes)[number]) =>
+            Effect.map(node.command("CONFIG", "GET", "cluster-node-timeout"), (reply) =>
+              Array.isArray(reply) ? Number(reply[1]) : Number.NaN
+            )
+          assert.deepStrictEqual(
+            yield* Effect.forEach(cluster.nodes, nodeTimeout),
+            cluster.nodes.map(() => 8_000)
+          )
+          const replica = cluster.nodes[cluster.nodes.length - 1]!
+          yield* replica.restart
+          assert.strictEqual(yield* nodeTimeout(replica), 8_000)
+        }).pipe(Effect.scoped)
+      )
     })
   }
 })
