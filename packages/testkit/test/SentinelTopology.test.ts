@@ -26,6 +26,10 @@ describe.concurrent("SentinelTopology", () => {
               for (const sentinel of topology.sentinels) {
                 assert.strictEqual(yield* Replicated.role(sentinel), "sentinel")
                 assert.include(Fs.readFileSync(Path.join(sentinel.dir, "sentinel.conf"), "utf8"), "sentinel monitor")
+                // Formed with fast hellos; the tests then run with Sentinel's default period.
+                const timings = yield* sentinel.command("SENTINEL", "DEBUG")
+                const period = Array.isArray(timings) ? timings[timings.indexOf("PUBLISH-PERIOD") + 1] : undefined
+                assert.strictEqual(period, "2000")
               }
 
               const master = yield* topology.master()
