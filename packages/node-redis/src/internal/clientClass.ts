@@ -37,17 +37,24 @@ const classOptionsOf = (options: RedisClientOptions): RedisClientOptions => {
 /**
  * A `createClient` for one backend: the same client for the same options, built from a template
  * client of the right class (`duplicate`), which is made again only if the class options change.
+ * With `expected`, the options its clients will be made with, the class is built now rather than
+ * at the first connection (which may be a lock operation's, its lease already counting).
  */
-export const makeClients = (): ((options: RedisClientOptions) => Client) => {
+export const makeClients = (expected?: RedisClientOptions): ((options: RedisClientOptions) => Client) => {
   let template: Client | undefined
   let builtFrom: RedisClientOptions = {}
+  const build = (options: RedisClientOptions): Client => {
+    const made = createClient(classOptionsOf(options) as ClientOptions) as Client
+    builtFrom = options
+    // Never connected; node-redis 6 registers every client it makes for its metrics until it is
+    // destroyed.
+    destroyForGood(made)
+    return made
+  }
+  if (expected !== undefined) template = build(expected)
   return (options) => {
     if (template === undefined || classOptionNames.some((name) => options[name] !== builtFrom[name])) {
-      template = createClient(classOptionsOf(options) as ClientOptions) as Client
-      builtFrom = options
-      // Never connected; node-redis 6 registers every client it makes for its metrics until it is
-      // destroyed.
-      destroyForGood(template)
+      template = build(options)
     }
     return template.duplicate(options) as Client
   }

@@ -155,7 +155,7 @@ export const make = (options: {
   Effect.gen(function* () {
     const nodes = new Map<string, NodePool>()
     const open = new Set<Client>()
-    const clients = makeClients()
+    const clients = makeClients(options.clientOptions)
     // Idle sweeps so far: what a connection's last use is stamped with.
     let sweeps = 0
     // Once closed, no connection may be opened: a release or renewal still in flight while the layer
