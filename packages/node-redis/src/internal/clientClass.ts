@@ -35,8 +35,9 @@ const classOptionsOf = (options: RedisClientOptions): RedisClientOptions => {
 }
 
 /**
- * A `createClient` for one backend: the same client for the same options, built from a template
- * client of the right class (`duplicate`), which is made again only if the class options change.
+ * A `createClient` for one backend: the client `createClient(options)` would make, made by
+ * `duplicate` from a template client of the right class, which is built again only if the class
+ * options change.
  * With `expected`, the options its clients will be made with, the class is built now rather than
  * at the first connection (which may be a lock operation's, its lease already counting).
  */

@@ -240,7 +240,8 @@ export const masterSubscriber = (
 ): Effect.Effect<{ readonly subscriber: Subscriber; readonly follow: Effect.Effect<void> }, never, Scope.Scope> =>
   Effect.gen(function* () {
     const listeners = new Map<string, (message: string) => void>()
-    const makeClient = makeClients()
+    // Built now: the first connection is opened when a waiter first subscribes, during its acquisition.
+    const makeClient = makeClients(options ?? {})
     // `raw` is kept beside the promise so that a connection is closed whatever state it is in: one
     // still connecting (its promise may not settle while the node is down) or one whose subscribe
     // failed would otherwise stay open, reconnecting, after the layer closed.
