@@ -266,8 +266,7 @@ export const start = (options?: StartOptions): Effect.Effect<SentinelTopology, T
       { concurrency: "unbounded" }
     )
     const { master } = replicated
-    // Sentinels find each other through the hello messages each publishes every 2 s: formation took
-    // 2.2-3.3 s. They publish every 100 ms until all see each other, then go back to the default.
+    // Fast hellos while the sentinels meet (see the doc comment above).
     const setPublishPeriod = (millis: number) =>
       Effect.forEach(sentinels, (sentinel) => sentinel.command("SENTINEL", "DEBUG", "publish-period", String(millis)), {
         concurrency: "unbounded",
