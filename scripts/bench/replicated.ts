@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
 import { createClient } from "redis"
 import * as Locks from "./locks.ts"
-import { load1, ms, now, summarize, table } from "./stats.ts"
+import { load1, median, ms, now, summarize, table } from "./stats.ts"
 import * as Targets from "./targets.ts"
 import * as Arguments from "./arguments.ts"
 
@@ -108,11 +108,6 @@ const rawConfig = Effect.fnUntraced(function* (name: string, url: string, replic
   }
   return config
 })
-
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = values.toSorted((a, b) => a - b)
-  return sorted.length === 0 ? Number.NaN : sorted[Math.floor((sorted.length - 1) / 2)]!
-}
 
 const program = Effect.gen(function* () {
   const args = yield* Arguments.parse(usage)

@@ -41,6 +41,14 @@ export const ms = (value: number): string => {
 }
 
 /** Operations per second, rounded to what a noisy shared machine can tell apart. */
+/** The median of finite values (NaN when there are none); the mean of the middle two for even counts. */
+export const median = (values: ReadonlyArray<number>): number => {
+  const sorted = values.filter(Number.isFinite).toSorted((a, b) => a - b)
+  if (sorted.length === 0) return Number.NaN
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
 export const rate = (count: number, elapsedMillis: number): number => (count * 1000) / elapsedMillis
 
 export const perSecond = (value: number): string => {

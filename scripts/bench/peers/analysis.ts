@@ -1,6 +1,6 @@
 // From what the workers and the server reported to the figures in the tables: one `Figures` per run,
 // then medians over rounds, with every ratio taken against the baseline of the same round first.
-import { summarize } from "../stats.ts"
+import { median, summarize } from "../stats.ts"
 import { ownCommands, scriptCommands } from "./counters.ts"
 import type { AcquisitionRecord } from "./protocol.ts"
 import type { Measured } from "./processes.ts"
@@ -154,14 +154,6 @@ export const figures = (run: Measured, workers: ReadonlyArray<number>): Figures 
     heapBytesPer: sum(held.map((r) => r.heapBytes)) / sum(held.map((r) => r.acquired)),
     collectMillis: sum(held.map((r) => r.collectMicros)) / 1000
   }
-}
-
-/** The median of finite values (NaN when there are none); the mean of the middle two for even counts. */
-export const median = (values: ReadonlyArray<number>): number => {
-  const sorted = values.filter(Number.isFinite).toSorted((a, b) => a - b)
-  if (sorted.length === 0) return Number.NaN
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
 /** One library's runs of one workload, round by round, with the baseline's runs of the same rounds. */

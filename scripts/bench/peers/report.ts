@@ -1,8 +1,8 @@
 // The peers tables: per workload, each library's medians over rounds and its ratio to the node-redis
 // baseline of the same round (median of the per-round ratios), then one headline table of the figures
 // the performance work is judged by. Nothing here calls a number good or bad.
-import { median, medianOf, rangeOf, ratioOf, ratioRange, ratiosBetween, type Figures, type Series } from "./analysis.ts"
-import { ms, perSecond, table } from "../stats.ts"
+import { medianOf, rangeOf, ratioOf, ratioRange, ratiosBetween, type Figures, type Series } from "./analysis.ts"
+import { median, ms, perSecond, table } from "../stats.ts"
 import { type Library, libraries, libraryLabel } from "./protocol.ts"
 import type { Collected } from "./rounds.ts"
 

@@ -1,0 +1,195 @@
+// What the lock's protocol costs the server, part by part: an uncontended acquire-and-release cycle
+// sent 64 at a time over one node-redis client, for the hand-written baseline (SET NX PX and a
+// compare-and-delete script), for the lock's own scripts, and for variants of them with one part
+// taken out, plus two scripts that do nothing (what running any script twice costs). The server's
+// CPU (INFO cpu, user plus system) is read before and after each run and divided by its cycles.
+// The client's speed does not enter the figure: only the server's work per cycle does.
+//
+// The variants exist only here, to price each part; none of them is a protocol the lock could run
+// (without its fencing token, or without the waiter queue's check, it would not be the same lock).
+// Run `node --conditions=@sage/source bench/serverCost.ts [--quick]` in scripts/ (after
+// `source scripts/toolchain.sh`); progress goes to stderr, the Markdown report to stdout.
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import { NodeRuntime } from "@effect/platform-node"
+import { createClient } from "redis"
+import { LockScripts } from "@sage/lock"
+import { RedisServer } from "@sage/lock-testkit"
+import * as Arguments from "./arguments.ts"
+import { lockAcquireCommand, lockReleaseCommand } from "./lockCommands.ts"
+import { scriptSha } from "./scriptSha.ts"
+import { load1, median, table } from "./stats.ts"
+
+class ServerCostError extends Data.TaggedError("ServerCostError")<{ readonly message: string }> {}
+
+const usage = `usage: node --conditions=@sage/source bench/serverCost.ts [--quick]
+  Starts redis-server 7 and valkey-server 8, then measures the server CPU of one uncontended
+  acquire-and-release cycle for the baseline, the lock's protocol and variants of it, 64 cycles in
+  flight, in rotated rounds. About a minute.`
+
+interface Plan {
+  readonly rounds: number
+  readonly cycles: number
+}
+
+const full: Plan = { rounds: 5, cycles: 60_000 }
+/** A smoke run of the same code paths; its numbers are too few to quote. */
+const quick: Plan = { rounds: 2, cycles: 3_000 }
+
+const concurrency = 64
+const leaseMillis = "10000"
+
+/** `lua` with `from` replaced by `to`; fails loudly if the scripts no longer contain `from`. */
+const without = (lua: string, from: string, to: string): string => {
+  if (!lua.includes(from)) throw new Error(`the lock's script no longer contains: ${from}`)
+  return lua.replace(from, to)
+}
+
+const compareAndDelete = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+const nothing = "return 1"
+const acquireWithoutFence = without(LockScripts.acquire, "return {1, issue_fence()}", "return {1, 1}")
+const acquireWithoutQueue = without(
+  LockScripts.acquire,
+  `local queued = redis.call("EXISTS", KEYS[2]) == 1`,
+  "local queued = false"
+)
+const releaseWithoutQueue = without(LockScripts.release, `if redis.call("EXISTS", KEYS[2]) == 1 then`, "if false then")
+
+const scripts = [
+  LockScripts.acquire,
+  LockScripts.release,
+  compareAndDelete,
+  nothing,
+  acquireWithoutFence,
+  acquireWithoutQueue,
+  releaseWithoutQueue
+]
+
+/** `cmd` with the script `lua` in place of the lock's own (same KEYS and ARGV). */
+const swap = (cmd: Array<string>, lua: string): Array<string> => [cmd[0]!, scriptSha(lua), ...cmd.slice(2)]
+
+interface Variant {
+  readonly name: string
+  readonly acquire: (key: string, token: string) => Array<string>
+  readonly release: (key: string, token: string) => Array<string>
+}
+
+const lockAcquire = (key: string, token: string) => lockAcquireCommand(key, token, leaseMillis)
+
+const variants: ReadonlyArray<Variant> = [
+  {
+    name: "baseline: SET NX PX, then a compare-and-delete script",
+    acquire: (key, token) => ["SET", key, token, "NX", "PX", leaseMillis],
+    release: (key, token) => ["EVALSHA", scriptSha(compareAndDelete), "1", key, token]
+  },
+  {
+    name: "two scripts that only `return 1` (the lock's KEYS and ARGV)",
+    acquire: (key, token) => swap(lockAcquire(key, token), nothing),
+    release: (key, token) => swap(lockReleaseCommand(key, token), nothing)
+  },
+  { name: "@sage/lock's protocol", acquire: lockAcquire, release: lockReleaseCommand },
+  {
+    name: "  without the fencing token on acquire",
+    acquire: (key, token) => swap(lockAcquire(key, token), acquireWithoutFence),
+    release: lockReleaseCommand
+  },
+  {
+    name: "  without the waiter-queue check on acquire",
+    acquire: (key, token) => swap(lockAcquire(key, token), acquireWithoutQueue),
+    release: lockReleaseCommand
+  },
+  {
+    name: "  without the waiter-queue check on release",
+    acquire: lockAcquire,
+    release: (key, token) => swap(lockReleaseCommand(key, token), releaseWithoutQueue)
+  }
+]
+
+type Client = ReturnType<typeof createClient>
+
+const serverCpuSeconds = async (client: Client): Promise<number> => {
+  const info = await client.info("cpu")
+  const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN)
+  return field("used_cpu_user") + field("used_cpu_sys")
+}
+
+/** Runs `cycles` cycles of `variant`, `concurrency` at a time; answers server CPU us per cycle. */
+const measure = async (client: Client, variant: Variant, cycles: number, round: number): Promise<number> => {
+  let started = 0
+  let failed = 0
+  const before = await serverCpuSeconds(client)
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, worker) => {
+      const key = LockScripts.lockKey("bench-server-cost", `r${round}:w${worker}`)
+      while (started < cycles) {
+        const token = `t${started++}`
+        const acquired: unknown = await client.sendCommand(variant.acquire(key, token))
+        const released: unknown = await client.sendCommand(variant.release(key, token))
+        // Every cycle must really take and free the key, or the figure prices something else.
+        const took = acquired === "OK" || acquired === 1 || (Array.isArray(acquired) && acquired[0] === 1)
+        if (!took || released !== 1) failed++
+      }
+    })
+  )
+  const after = await serverCpuSeconds(client)
+  if (failed > 0) throw new Error(`${variant.name}: ${failed} of ${cycles} cycles did not acquire and release`)
+  return ((after - before) * 1e6) / cycles
+}
+
+const runOn = (flavor: "redis7" | "valkey8", plan: Plan) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const client = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: async () => {
+            const client: Client = createClient({ url: server.url })
+            await client.connect()
+            for (const lua of scripts) await client.scriptLoad(lua)
+            return client
+          },
+          catch: (cause) => new ServerCostError({ message: `cannot connect to ${server.url}: ${String(cause)}` })
+        }),
+        (client) => Effect.promise(() => client.close())
+      )
+      const perVariant = variants.map((): Array<number> => [])
+      const ratios = variants.map((): Array<number> => [])
+      for (let round = 0; round < plan.rounds; round++) {
+        const order = variants.map((_, i) => (i + round) % variants.length)
+        const cost: Array<number> = []
+        for (const i of order) {
+          cost[i] = yield* Effect.tryPromise({
+            try: () => measure(client, variants[i]!, plan.cycles, round),
+            catch: (cause) => new ServerCostError({ message: String(cause) })
+          })
+        }
+        for (let i = 0; i < variants.length; i++) {
+          perVariant[i]!.push(cost[i]!)
+          ratios[i]!.push(cost[i]! / cost[0]!)
+        }
+        process.stderr.write(`${flavor}: round ${round + 1} of ${plan.rounds} done\n`)
+      }
+      const rows = variants.map((variant, i) => [
+        variant.name,
+        perVariant[i]!.length > 0 ? median(perVariant[i]!).toFixed(2) : "",
+        `${Math.min(...perVariant[i]!).toFixed(2)}-${Math.max(...perVariant[i]!).toFixed(2)}`,
+        `${median(ratios[i]!).toFixed(2)}x`
+      ])
+      return table(["server CPU per cycle", "median us", "rounds' range", "to the baseline"], rows)
+    })
+  )
+
+const program = Effect.gen(function* () {
+  const args = yield* Arguments.parse(usage)
+  if (args === undefined) return
+  const plan = args.quick ? quick : full
+  const loadBefore = load1()
+  const reports: Array<string> = []
+  for (const flavor of ["redis7", "valkey8"] as const) reports.push(`### ${flavor}\n\n${yield* runOn(flavor, plan)}`)
+  process.stdout.write(
+    `## Server CPU per uncontended cycle\n\n${plan.rounds} rounds of ${plan.cycles} cycles, ${concurrency} in flight, ` +
+      `order rotated; 1-minute load ${loadBefore.toFixed(2)} before, ${load1().toFixed(2)} after.\n\n${reports.join("\n\n")}\n`
+  )
+})
+
+NodeRuntime.runMain(program)
