@@ -16,6 +16,7 @@ import * as Locks from "./locks.ts"
 import { load1, median, ms, now, summarize, table } from "./stats.ts"
 import * as Targets from "./targets.ts"
 import * as Arguments from "./arguments.ts"
+import { compareAndDelete } from "./baselineScripts.ts"
 
 class BenchTimeout extends Data.TaggedError("BenchTimeout")<{ readonly message: string }> {}
 
@@ -36,7 +37,6 @@ const usage = `usage: node --conditions=@sage/source bench/replicated.ts [--quic
 
 const leaseMillis = 10_000
 const runTimeout = "10 minutes"
-const compareAndDelete = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`
 
 /** One configuration: runs `n` sequential cycles on fresh keys and returns their latencies (ms). */
 interface Config {

@@ -16,7 +16,9 @@ import { createClient } from "redis"
 import { LockScripts } from "@sage/lock"
 import { RedisServer } from "@sage/lock-testkit"
 import * as Arguments from "./arguments.ts"
+import { compareAndDelete } from "./baselineScripts.ts"
 import { lockAcquireCommand, lockReleaseCommand } from "./lockCommands.ts"
+import { parseCpuMicros } from "./peers/counters.ts"
 import { scriptSha } from "./scriptSha.ts"
 import { load1, median, table } from "./stats.ts"
 
@@ -45,7 +47,6 @@ const without = (lua: string, from: string, to: string): string => {
   return lua.replace(from, to)
 }
 
-const compareAndDelete = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
 const nothing = "return 1"
 const acquireWithoutFence = without(LockScripts.acquire, "return {1, issue_fence()}", "return {1, 1}")
 const acquireWithoutQueue = without(
@@ -107,17 +108,13 @@ const variants: ReadonlyArray<Variant> = [
 
 type Client = ReturnType<typeof createClient>
 
-const serverCpuSeconds = async (client: Client): Promise<number> => {
-  const info = await client.info("cpu")
-  const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN)
-  return field("used_cpu_user") + field("used_cpu_sys")
-}
+const serverCpuMicros = async (client: Client): Promise<number> => parseCpuMicros(await client.info("cpu"))
 
 /** Runs `cycles` cycles of `variant`, `concurrency` at a time; answers server CPU us per cycle. */
 const measure = async (client: Client, variant: Variant, cycles: number, round: number): Promise<number> => {
   let started = 0
   let failed = 0
-  const before = await serverCpuSeconds(client)
+  const before = await serverCpuMicros(client)
   await Promise.all(
     Array.from({ length: concurrency }, async (_, worker) => {
       const key = LockScripts.lockKey("bench-server-cost", `r${round}:w${worker}`)
@@ -131,9 +128,9 @@ const measure = async (client: Client, variant: Variant, cycles: number, round: 
       }
     })
   )
-  const after = await serverCpuSeconds(client)
+  const after = await serverCpuMicros(client)
   if (failed > 0) throw new Error(`${variant.name}: ${failed} of ${cycles} cycles did not acquire and release`)
-  return ((after - before) * 1e6) / cycles
+  return (after - before) / cycles
 }
 
 const runOn = (flavor: "redis7" | "valkey8", plan: Plan) =>

@@ -11,6 +11,7 @@ import { createClient } from "redis"
 import { scriptSha } from "../scriptSha.ts"
 import { clockMillis } from "./clock.ts"
 import { type Outcome, type PromiseLock, sleep } from "./drivers.ts"
+import { compareAndDelete, compareAndExpire } from "../baselineScripts.ts"
 
 /** The commands a polling lock sends; each renew or release replies 1 while the token holds the key. */
 export interface Protocol {
@@ -22,14 +23,12 @@ export interface Protocol {
   readonly release: (key: string, token: string) => Array<string>
 }
 
-const releaseScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`
-const renewScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) end return 0`
-const releaseSha = scriptSha(releaseScript)
-const renewSha = scriptSha(renewScript)
+const releaseSha = scriptSha(compareAndDelete)
+const renewSha = scriptSha(compareAndExpire)
 
 /** `SET NX PX`, compare-and-PEXPIRE, compare-and-DEL. */
 const handWritten: Protocol = {
-  scripts: [releaseScript, renewScript],
+  scripts: [compareAndDelete, compareAndExpire],
   acquire: (key, token, lease) => ["SET", key, token, "NX", "PX", lease],
   granted: (reply) => reply === "OK",
   renew: (key, token, lease) => ["EVALSHA", renewSha, "1", key, token, lease],
