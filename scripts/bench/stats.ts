@@ -49,6 +49,25 @@ export const median = (values: ReadonlyArray<number>): number => {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
+/**
+ * The ranks (0-based, in the sorted values) of a distribution-free confidence interval for the median
+ * of `n` values: the largest symmetric pair whose coverage, from the binomial distribution with p = 1/2,
+ * is at least 95 %. Undefined when `n` is too small for any (n < 6).
+ */
+export const medianInterval = (n: number): readonly [number, number] | undefined => {
+  // The pair [x(k), x(n - 1 - k)] misses the median when at most k values fall below it or at most k
+  // above it: probability 2 * P(B <= k) for B ~ Binomial(n, 1/2), accumulated term by term.
+  let term = 0.5 ** n
+  let cdf = 0
+  let best: number | undefined
+  for (let k = 0; k < n / 2; k++) {
+    cdf += term
+    if (2 * cdf <= 0.05) best = k
+    term = (term * (n - k)) / (k + 1)
+  }
+  return best === undefined ? undefined : [best, n - 1 - best]
+}
+
 export const rate = (count: number, elapsedMillis: number): number => (count * 1000) / elapsedMillis
 
 export const perSecond = (value: number): string => {

@@ -5,8 +5,6 @@
 // take turns in a rotated order over several rounds, and every figure is reported as the median of
 // per-round ratios against the baseline. Progress goes to stderr, the Markdown report to stdout.
 // Run `node bench/peers/main.ts [--quick]` in scripts/ (after `source scripts/toolchain.sh`).
-import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
@@ -17,6 +15,7 @@ import * as Processes from "./processes.ts"
 import { contendedWorkers, full, holdMillis, type Plan, quick } from "./plan.ts"
 import * as Report from "./report.ts"
 import { runAll } from "./rounds.ts"
+import { loadAverage, machine, serverVersion, versions } from "./environment.ts"
 import * as Arguments from "../arguments.ts"
 
 class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly message: string }> {}
@@ -28,26 +27,6 @@ const usage = `usage: node bench/peers/main.ts [--quick]
   minute, a smoke test, not a measurement).`
 
 const runTimeout = (plan: Plan) => (plan.name === "quick" ? "3 minutes" : "18 minutes")
-
-const packageVersion = (name: string): string => {
-  try {
-    const text = Fs.readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), "utf8")
-    return String((JSON.parse(text) as { version?: unknown }).version).replace(/^v/, "")
-  } catch {
-    return "?"
-  }
-}
-
-const loadAverage = (): string =>
-  Os.loadavg()
-    .map((value) => value.toFixed(2))
-    .join(" ")
-
-const serverVersion = (server: RedisServer.RedisServer): Effect.Effect<string> =>
-  server.command("INFO", "server").pipe(
-    Effect.map((reply) => `redis ${/redis_version:(\S+)/.exec(String(reply))?.[1] ?? "?"}`),
-    Effect.orElseSucceed(() => server.flavor)
-  )
 
 const section = (title: string, body: string): Array<string> => [`### ${title}`, "", body, ""]
 
@@ -90,7 +69,6 @@ const program = Effect.gen(function* () {
     })
   )
   const seconds = ((now() - began) / 1000).toFixed(0)
-  const cpus = Os.cpus()
   const byId = (id: string) => collected.collected.filter((entry) => entry.workload.id === id)
   const lines = [
     `# Peers${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
@@ -98,12 +76,8 @@ const program = Effect.gen(function* () {
     `- ${new Date().toISOString()}, ${seconds} s in total; ${plan.rounds} round(s) of the uncontended and ` +
       `contended workloads (libraries rotated each round), and of the held ones ` +
       plan.held.counts.map(({ count, rounds }) => `${rounds} with ${count} locks`).join(", "),
-    `- ${cpus.length} cores (${cpus[0]?.model ?? "?"}), ${(Os.totalmem() / 2 ** 30).toFixed(1)} GiB, ` +
-      `${Os.type()} ${Os.release()}; workers and server share the cores, all traffic on loopback`,
-    `- ${collected.version}, one server; node ${process.version}, effect ${packageVersion("effect")}, ` +
-      `node-redis ${packageVersion("redis")}, ioredis ${packageVersion("ioredis")}, ` +
-      `redlock ${packageVersion("redlock")}, @sesamecare-oss/redlock ${packageVersion("@sesamecare-oss/redlock")}, ` +
-      `redis-semaphore ${packageVersion("redis-semaphore")}`,
+    `- ${machine()}`,
+    `- ${versions(collected.version)}`,
     `- load average (1/5/15 min) at start ${startLoad}, at end ${loadAverage()}`,
     `- lease ${plan.leaseMillis} ms in the uncontended and contended workloads, ${plan.held.leaseMillis} ms ` +
       `in the held ones; windows of ${plan.uncontended.durationMillis} ms (uncontended, after ` +
