@@ -4,6 +4,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Effect from "effect/Effect"
 import type { RedisServer } from "@sage/lock-testkit"
+import { now } from "../stats.ts"
 
 /** The installed version of a dependency of `scripts/`, or "?" when it cannot be read. */
 export const packageVersion = (name: string): string => {
@@ -43,3 +44,10 @@ export const versions = (server: string): string =>
   `node-redis ${packageVersion("redis")}, ioredis ${packageVersion("ioredis")}, ` +
   `redlock ${packageVersion("redlock")}, @sesamecare-oss/redlock ${packageVersion("@sesamecare-oss/redlock")}, ` +
   `redis-semaphore ${packageVersion("redis-semaphore")}`
+
+/** Progress for stderr, each line stamped with the time since `began` and the load: "[peers 12.3s, load 0.54 0.76 1.08] …". */
+export const progressTo =
+  (label: string, began: number) =>
+  (text: string): void => {
+    process.stderr.write(`[${label} ${((now() - began) / 1000).toFixed(1)}s, load ${loadAverage()}] ${text}\n`)
+  }

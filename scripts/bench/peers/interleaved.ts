@@ -8,20 +8,16 @@
 // and a distribution-free 95 % confidence interval. It reuses the peers bench's worker processes and
 // loops, so the figures mean what the main run's do.
 // Run `node --conditions=@sage/source bench/peers/interleaved.ts [--quick]` in scripts/.
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
-import { RedisServer } from "@sage/lock-testkit"
 import * as Arguments from "../arguments.ts"
 import { load1, median, medianInterval, now, perSecond, table } from "../stats.ts"
 import { figures, type Figures } from "./analysis.ts"
-import * as Counters from "./counters.ts"
-import { loadAverage, machine, serverVersion, versions } from "./environment.ts"
+import { loadAverage, machine, progressTo, versions } from "./environment.ts"
+import { withWorkers } from "./session.ts"
 import { order } from "./plan.ts"
-import * as Processes from "./processes.ts"
+import type * as Processes from "./processes.ts"
 import { type Job, type Library, libraries, libraryLabel } from "./protocol.ts"
-
-class InterleavedBenchError extends Data.TaggedError("InterleavedBenchError")<{ readonly message: string }> {}
 
 const usage = `usage: node bench/peers/interleaved.ts [--quick]
   Starts one loopback redis-server and measures the peers bench's uncontended workloads (concurrency
@@ -191,42 +187,14 @@ const program = Effect.gen(function* () {
   const plan = args.quick ? quick : full
   const began = now()
   const startLoad = loadAverage()
-  const progress = (text: string) =>
-    process.stderr.write(`[interleaved ${((now() - began) / 1000).toFixed(1)}s, load ${loadAverage()}] ${text}\n`)
+  const progress = progressTo("interleaved", began)
   const runId = crypto.randomUUID().slice(0, 8)
 
-  const collected = yield* Effect.scoped(
-    Effect.gen(function* () {
-      const server = yield* RedisServer.start({ flavor: "redis7" })
-      const version = yield* serverVersion(server)
-      progress(`${version} ready on ${server.url}`)
-      const counters = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => Counters.connect(server.url),
-          catch: (cause) =>
-            new InterleavedBenchError({ message: `cannot read the server's counters: ${String(cause)}` })
-        }),
-        (counters) => Effect.promise(() => counters.close())
-      )
-      const processes = yield* Effect.acquireRelease(
-        Effect.sync(() => Processes.make(server.url, counters.read, () => server.pid)),
-        (processes) => Effect.promise(() => processes.stopAll())
-      )
-      const results = yield* Effect.tryPromise({
-        try: (signal) => runSlices(plan, processes, runId, signal, progress),
-        catch: (cause) =>
-          new InterleavedBenchError({
-            message: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause)
-          })
-      })
-      return { results, version }
-    })
-  ).pipe(
-    Effect.timeoutOrElse({
-      duration: runTimeout(plan),
-      orElse: () => Effect.fail(new InterleavedBenchError({ message: `not finished within ${runTimeout(plan)}` }))
-    })
-  )
+  const { result: results, version } = yield* withWorkers({
+    timeout: runTimeout(plan),
+    progress,
+    run: (processes, signal) => runSlices(plan, processes, runId, signal, progress)
+  })
   const seconds = ((now() - began) / 1000).toFixed(0)
   const lines = [
     `# Peers, uncontended, in interleaved slices${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
@@ -235,14 +203,14 @@ const program = Effect.gen(function* () {
       `one slice a round (rotated order): ${plan.warmupMillis} ms of warm-up, then a ${plan.windowMillis} ms window; ` +
       `one untimed slice of ${plan.firstWarmupMillis} ms per library before the first round`,
     `- ${machine()}`,
-    `- ${versions(collected.version)}`,
+    `- ${versions(version)}`,
     `- load average (1/5/15 min) at start ${startLoad}, at end ${loadAverage()}`,
     `- lease ${plan.leaseMillis} ms; each library runs in a worker process of its own, the same loops as the main peers run`,
     "- vs baseline: the median over rounds of (library / node-redis baseline in the same round); its 95 % " +
       "confidence interval is distribution-free (order statistics of the rounds' ratios); CPU is the " +
       "worker's user + system time per cycle, server CPU the server process's (INFO cpu)",
     "",
-    ...collected.results.flatMap(({ workload, slices, loads }) => [
+    ...results.flatMap(({ workload, slices, loads }) => [
       `## ${workload.title}`,
       "",
       `Median load1 at the rounds' starts: ${median(loads).toFixed(2)} (range ${Math.min(...loads).toFixed(2)}-${Math.max(...loads).toFixed(2)})`,

@@ -5,20 +5,15 @@
 // take turns in a rotated order over several rounds, and every figure is reported as the median of
 // per-round ratios against the baseline. Progress goes to stderr, the Markdown report to stdout.
 // Run `node bench/peers/main.ts [--quick]` in scripts/ (after `source scripts/toolchain.sh`).
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
-import { RedisServer } from "@sage/lock-testkit"
 import { now } from "../stats.ts"
-import * as Counters from "./counters.ts"
-import * as Processes from "./processes.ts"
 import { contendedWorkers, full, holdMillis, type Plan, quick } from "./plan.ts"
 import * as Report from "./report.ts"
 import { runAll } from "./rounds.ts"
-import { loadAverage, machine, serverVersion, versions } from "./environment.ts"
+import { loadAverage, machine, progressTo, versions } from "./environment.ts"
+import { withWorkers } from "./session.ts"
 import * as Arguments from "../arguments.ts"
-
-class PeersBenchError extends Data.TaggedError("PeersBenchError")<{ readonly message: string }> {}
 
 const usage = `usage: node bench/peers/main.ts [--quick]
   Starts one loopback redis-server, runs the peers workloads on @sage/lock, redlock 5,
@@ -36,40 +31,15 @@ const program = Effect.gen(function* () {
   const plan = args.quick ? quick : full
   const began = now()
   const startLoad = loadAverage()
-  const progress = (text: string) =>
-    process.stderr.write(`[peers ${((now() - began) / 1000).toFixed(1)}s, load ${loadAverage()}] ${text}\n`)
+  const progress = progressTo("peers", began)
 
-  const collected = yield* Effect.scoped(
-    Effect.gen(function* () {
-      const server = yield* RedisServer.start({ flavor: "redis7" })
-      const version = yield* serverVersion(server)
-      progress(`${version} ready on ${server.url}`)
-      const counters = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => Counters.connect(server.url),
-          catch: (cause) => new PeersBenchError({ message: `cannot read the server's counters: ${String(cause)}` })
-        }),
-        (counters) => Effect.promise(() => counters.close())
-      )
-      const processes = yield* Effect.acquireRelease(
-        Effect.sync(() => Processes.make(server.url, counters.read, () => server.pid)),
-        (processes) => Effect.promise(() => processes.stopAll())
-      )
-      const collected = yield* Effect.tryPromise({
-        try: (signal) => runAll(plan, processes, signal, progress),
-        catch: (cause) =>
-          new PeersBenchError({ message: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
-      })
-      return { collected, version }
-    })
-  ).pipe(
-    Effect.timeoutOrElse({
-      duration: runTimeout(plan),
-      orElse: () => Effect.fail(new PeersBenchError({ message: `not finished within ${runTimeout(plan)}` }))
-    })
-  )
+  const { result: collected, version } = yield* withWorkers({
+    timeout: runTimeout(plan),
+    progress,
+    run: (processes, signal) => runAll(plan, processes, signal, progress)
+  })
   const seconds = ((now() - began) / 1000).toFixed(0)
-  const byId = (id: string) => collected.collected.filter((entry) => entry.workload.id === id)
+  const byId = (id: string) => collected.filter((entry) => entry.workload.id === id)
   const lines = [
     `# Peers${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
     "",
@@ -77,7 +47,7 @@ const program = Effect.gen(function* () {
       `contended workloads (libraries rotated each round), and of the held ones ` +
       plan.held.counts.map(({ count, rounds }) => `${rounds} with ${count} locks`).join(", "),
     `- ${machine()}`,
-    `- ${versions(collected.version)}`,
+    `- ${versions(version)}`,
     `- load average (1/5/15 min) at start ${startLoad}, at end ${loadAverage()}`,
     `- lease ${plan.leaseMillis} ms in the uncontended and contended workloads, ${plan.held.leaseMillis} ms ` +
       `in the held ones; windows of ${plan.uncontended.durationMillis} ms (uncontended, after ` +
@@ -93,19 +63,19 @@ const program = Effect.gen(function* () {
       "both on the first CPU. Contended: 8 workers, 1 ms hold, 10 ms think, " +
       "1p/4p = in 1/4 processes. least/mean and held figures are plain values, not ratios.",
     "",
-    Report.headlineTable(collected.collected),
+    Report.headlineTable(collected),
     "",
     "## Workloads",
     "",
     ...byId("uncontended-1").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
     ...byId("uncontended-1-onecpu").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
     ...byId("uncontended-64").flatMap((entry) => section(entry.workload.title, Report.uncontendedTable(entry))),
-    ...collected.collected
+    ...collected
       .filter((entry) => entry.workload.kind === "contended")
       .flatMap((entry) => section(entry.workload.title, Report.contendedTable(entry))),
     ...section(
       `Held locks: N concurrent calls whose bodies wait, Node CPU over ${plan.held.holdMillis} ms once all are held`,
-      Report.heldTable(collected.collected.filter((entry) => entry.workload.kind === "held"))
+      Report.heldTable(collected.filter((entry) => entry.workload.kind === "held"))
     ),
     `(${contendedWorkers} contended workers, ${holdMillis} ms hold.)`,
     ""
