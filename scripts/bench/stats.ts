@@ -17,11 +17,14 @@ export interface Summary {
   readonly max: number
 }
 
+/** The `q` quantile (0-1) of sorted values by nearest rank, no interpolation (NaN when there are none). */
+export const nearestRank = (sorted: ReadonlyArray<number>, q: number): number =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+
 /** Percentiles by nearest rank (no interpolation): every value reported was actually observed. */
 export const summarize = (samples: ReadonlyArray<number>): Summary => {
   const sorted = samples.toSorted((a, b) => a - b)
-  const rank = (q: number): number =>
-    sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!
+  const rank = (q: number): number => nearestRank(sorted, q)
   return {
     count: sorted.length,
     p50: rank(0.5),

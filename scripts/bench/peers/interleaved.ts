@@ -3,15 +3,15 @@
 // with can be measured ten or twenty seconds apart: on this shared machine that is long enough for
 // other work to come or go, and the c1 ratio of the same code has moved between 0.48x and 0.91x from
 // run to run. Here the libraries take turns in slices of a few hundred milliseconds (rotated order,
-// every library's process kept warm), many rounds of them, so each per-round ratio compares
-// measurements a second or two apart; the report gives the median of those ratios with its spread
+// every library's process kept alive), many rounds of them, so each per-round ratio compares
+// measurements at most a few seconds apart; the report gives the median of those ratios with its spread
 // and a distribution-free 95 % confidence interval. It reuses the peers bench's worker processes and
 // loops, so the figures mean what the main run's do.
 // Run `node --conditions=@sage/source bench/peers/interleaved.ts [--quick]` in scripts/.
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
 import * as Arguments from "../arguments.ts"
-import { load1, median, medianInterval, now, perSecond, table } from "../stats.ts"
+import { load1, median, medianInterval, nearestRank, now, perSecond, table } from "../stats.ts"
 import { figures, type Figures } from "./analysis.ts"
 import { loadAverage, machine, progressTo, versions } from "./environment.ts"
 import { withWorkers } from "./session.ts"
@@ -22,7 +22,7 @@ import { type Job, type Library, libraries, libraryLabel } from "./protocol.ts"
 const usage = `usage: node bench/peers/interleaved.ts [--quick]
   Starts one loopback redis-server and measures the peers bench's uncontended workloads (concurrency
   1, concurrency 1 on one CPU, concurrency 64) on every library in short slices that take turns, many
-  rounds, and prints the per-round ratios to the node-redis baseline as Markdown. About 8 minutes;
+  rounds, and prints the per-round ratios to the node-redis baseline as Markdown. About 7 minutes;
   --quick runs two rounds of tiny slices (a smoke test, not a measurement).`
 
 interface SlicePlan {
@@ -77,9 +77,6 @@ const workloads: ReadonlyArray<SliceWorkload> = [
 /** Every library's slices of one workload: index = round. */
 type Slices = Record<Library, Array<Figures>>
 
-const quantile = (sorted: ReadonlyArray<number>, q: number): number =>
-  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
-
 const times = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(2)}x` : "-")
 
 /** Per-round ratios of one figure, the library's over the baseline's of the same round. */
@@ -103,7 +100,7 @@ const rowOf = (slices: Slices, library: Library): Array<string> => {
     perSecond(median(slices[library].map((f) => f.perSecond))),
     times(median(rate)),
     interval === undefined ? "-" : `${times(rate[interval[0]]!)}-${times(rate[interval[1]]!)}`,
-    `${times(quantile(rate, 0.25))}-${times(quantile(rate, 0.75))}`,
+    `${times(nearestRank(rate, 0.25))}-${times(nearestRank(rate, 0.75))}`,
     `${times(rate[0] ?? Number.NaN)}-${times(rate[rate.length - 1] ?? Number.NaN)}`,
     `${rate.filter((r) => r >= 0.9).length}/${rate.length}`,
     median(slices[library].map((f) => f.cpuMicrosPer)).toFixed(1),
