@@ -11,9 +11,8 @@
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
 import * as Arguments from "../arguments.ts"
-import { load1, median, medianInterval, nearestRank, now, perSecond, table } from "../stats.ts"
+import { load1, median, medianInterval, nearestRank, perSecond, table } from "../stats.ts"
 import { figures, type Figures } from "./analysis.ts"
-import { loadAverage, machine, progressTo, versions } from "./environment.ts"
 import { withWorkers } from "./session.ts"
 import { order } from "./plan.ts"
 import type * as Processes from "./processes.ts"
@@ -182,26 +181,20 @@ const program = Effect.gen(function* () {
   const args = yield* Arguments.parse(usage)
   if (args === undefined) return
   const plan = args.quick ? quick : full
-  const began = now()
-  const startLoad = loadAverage()
-  const progress = progressTo("interleaved", began)
   const runId = crypto.randomUUID().slice(0, 8)
-
-  const { result: results, version } = yield* withWorkers({
+  const ran = yield* withWorkers({
+    label: "interleaved",
     timeout: runTimeout(plan),
-    progress,
-    run: (processes, signal) => runSlices(plan, processes, runId, signal, progress)
+    run: (processes, signal, progress) => runSlices(plan, processes, runId, signal, progress)
   })
-  const seconds = ((now() - began) / 1000).toFixed(0)
+  const results = ran.result
   const lines = [
     `# Peers, uncontended, in interleaved slices${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
     "",
-    `- ${new Date().toISOString()}, ${seconds} s in total; ${plan.rounds} rounds per workload, each library ` +
+    `- ${new Date().toISOString()}, ${ran.seconds} s in total; ${plan.rounds} rounds per workload, each library ` +
       `one slice a round (rotated order): ${plan.warmupMillis} ms of warm-up, then a ${plan.windowMillis} ms window; ` +
       `one untimed slice of ${plan.firstWarmupMillis} ms per library before the first round`,
-    `- ${machine()}`,
-    `- ${versions(version)}`,
-    `- load average (1/5/15 min) at start ${startLoad}, at end ${loadAverage()}`,
+    ...ran.environment,
     `- lease ${plan.leaseMillis} ms; each library runs in a worker process of its own, the same loops as the main peers run`,
     "- vs baseline: the median over rounds of (library / node-redis baseline in the same round); its 95 % " +
       "confidence interval is distribution-free (order statistics of the rounds' ratios); CPU is the " +

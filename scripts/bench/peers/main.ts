@@ -7,11 +7,9 @@
 // Run `node bench/peers/main.ts [--quick]` in scripts/ (after `source scripts/toolchain.sh`).
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
-import { now } from "../stats.ts"
 import { contendedWorkers, full, holdMillis, type Plan, quick } from "./plan.ts"
 import * as Report from "./report.ts"
 import { runAll } from "./rounds.ts"
-import { loadAverage, machine, progressTo, versions } from "./environment.ts"
 import { withWorkers } from "./session.ts"
 import * as Arguments from "../arguments.ts"
 
@@ -29,26 +27,20 @@ const program = Effect.gen(function* () {
   const args = yield* Arguments.parse(usage)
   if (args === undefined) return
   const plan = args.quick ? quick : full
-  const began = now()
-  const startLoad = loadAverage()
-  const progress = progressTo("peers", began)
-
-  const { result: collected, version } = yield* withWorkers({
+  const ran = yield* withWorkers({
+    label: "peers",
     timeout: runTimeout(plan),
-    progress,
-    run: (processes, signal) => runAll(plan, processes, signal, progress)
+    run: (processes, signal, progress) => runAll(plan, processes, signal, progress)
   })
-  const seconds = ((now() - began) / 1000).toFixed(0)
+  const collected = ran.result
   const byId = (id: string) => collected.filter((entry) => entry.workload.id === id)
   const lines = [
     `# Peers${plan.name === "quick" ? " (--quick: smoke run, too few samples to quote)" : ""}`,
     "",
-    `- ${new Date().toISOString()}, ${seconds} s in total; ${plan.rounds} round(s) of the uncontended and ` +
+    `- ${new Date().toISOString()}, ${ran.seconds} s in total; ${plan.rounds} round(s) of the uncontended and ` +
       `contended workloads (libraries rotated each round), and of the held ones ` +
       plan.held.counts.map(({ count, rounds }) => `${rounds} with ${count} locks`).join(", "),
-    `- ${machine()}`,
-    `- ${versions(version)}`,
-    `- load average (1/5/15 min) at start ${startLoad}, at end ${loadAverage()}`,
+    ...ran.environment,
     `- lease ${plan.leaseMillis} ms in the uncontended and contended workloads, ${plan.held.leaseMillis} ms ` +
       `in the held ones; windows of ${plan.uncontended.durationMillis} ms (uncontended, after ` +
       `${plan.uncontended.warmupMillis} ms warm-up) and ${plan.contended.durationMillis} ms (contended)`,
