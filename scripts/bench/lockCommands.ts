@@ -34,8 +34,8 @@ export const lockGranted = (reply: unknown): boolean => Array.isArray(reply) && 
 export const lockRenewCommand = (key: string, token: string, leaseMillis: string): Array<string> => [
   "EVALSHA",
   lockScriptShas.renew,
-  "1",
-  key,
+  "2",
+  ...LockScripts.renewKeysOf(key),
   token,
   leaseMillis
 ]

@@ -4,7 +4,8 @@
 import * as Effect from "effect/Effect"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
-import type { InvalidArgument, LockError } from "@sage/lock/LockError"
+import type { InvalidArgument, LockError, LockRedisError } from "@sage/lock/LockError"
+import type * as Scope from "effect/Scope"
 import { now, rate, type Summary, summarize } from "./stats.ts"
 import type { Deployment, Recorder } from "./targets.ts"
 
@@ -17,7 +18,7 @@ const waitTimeout = "20 seconds"
 export const client = (
   deployment: Deployment,
   options: { readonly namespace: string; readonly leaseMillis: number; readonly acknowledge: boolean }
-): Effect.Effect<LockClient, InvalidArgument> =>
+): Effect.Effect<LockClient, InvalidArgument | LockRedisError, Scope.Scope> =>
   Lock.make<string>({
     namespace: options.namespace,
     leaseDuration: options.leaseMillis,

@@ -36,11 +36,14 @@ export interface Handle {
    */
   readonly fencingToken: number
   /**
-   * How long the lease can still be relied on, by the client's monotonic clock: the usable lease
-   * counted from the send time of the last request that granted or renewed it. Zero once the lease
-   * is lost or released.
+   * How long the lease can still be relied on, read when the property is read: the usable lease
+   * counted from the send time of the last request that granted or renewed it, on the clock of the
+   * fiber that called the lock (so `TestClock` moves it). Zero once the lease is lost or released.
+   * A plain value like `fencingToken`, so it reads well in a log line (`1234 millis`).
+   *
+   * @since 0.2.0
    */
-  readonly remaining: Effect.Effect<Duration.Duration>
+  readonly remaining: Duration.Duration
   /**
    * Succeeds while the lease can be relied on; fails with `LockLost` once it was lost, its usable
    * lease ran out, or it was released (`reason: "released"`). Local: no round trip. Run it right

@@ -203,136 +203,138 @@ const waitingIsNeverBusy: Effect.Effect<never> = Effect.die(new Error("a waiting
  */
 export const make: <K = string>(
   options?: LockOptions<K>
-) => Effect.Effect<LockClient<K>, InvalidArgument, LockBackend> = Effect.fnUntraced(function* <K = string>(
-  options: LockOptions<K> = {}
-) {
-  yield* checkOptions(options)
-  const settings = yield* makeSettings(options)
-  const backend = yield* LockBackend
-  const codec = yield* checkKeyCodec(options.keyCodec, KeyCodec.string as unknown as KeyCodec.KeyCodec<K>)
-  const tryBudget = Math.min(tryBudgetMillis, settings.usableLeaseMillis)
-  const shared: Locked.Client = {
-    backend,
-    settings,
-    renewals: Renewals.make(backend, settings),
-    queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
-    metrics: Metrics.make(settings.namespace),
-    attemptSlots: AttemptSlots.make(),
-    // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
-    waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken(),
-    warnings: Warnings.make(settings.namespace)
-  }
-  // Gave up behind another fiber of this client without a server attempt: its turn never came
-  // (busy), or (`lastError`) that fiber's attempts are failing for want of a server (unavailable).
-  const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined, lastError?: LockRedisError) =>
-    Effect.flatMap(nowMillis, (now) => {
-      const reason = lastError === undefined ? "busy" : "unavailable"
-      annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": reason, "lock.busy.in_process": true })
-      return Effect.andThen(
-        shared.metrics.timedOutInProcess,
-        new TimedOut({
-          key,
-          namespace: settings.namespace,
-          waitedMillis: Math.round(now - startedAt),
-          attempts: 0,
-          reason,
-          ...(lastError === undefined ? {} : { lastError })
-        })
-      )
-    })
-  const client: LockClient<K> = {
-    acquire: (key, callOptions) => {
-      const interruptOnLoss: unknown = callOptions?.interruptOnLoss
-      return interruptOnLoss === undefined || typeof interruptOnLoss === "boolean"
-        ? acquireScoped(client.withLock(key, callOptions), interruptOnLoss !== false, shared.warnings)
-        : Effect.fail(invalid("interruptOnLoss", interruptOnLoss, "must be a boolean"))
-    },
-    namespace: settings.namespace,
-    leaseDuration: Duration.millis(settings.leaseMillis),
-    withLock: (key, callOptions) => (body) =>
-      // One synchronous step validates, encodes and reads the clock: this runs on every call.
-      Effect.withFiber((fiber) => {
-        const waitMillis = positiveMillisResult("waitTimeout", callOptions?.waitTimeout)
-        if (Result.isFailure(waitMillis)) return Effect.fail(waitMillis.failure)
-        const redisKey = Locked.encodeKey(codec, settings.namespace, key)
-        if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
-        const clock = fiber.getRef(Clock.Clock)
-        const startedAt = monotonicMillis(clock)
-        const deadline = startedAt + waitMillis.success
-        return traced(fiber, "Lock.withLock", redisKey.success, (trace, context) =>
-          shared.queue.withTurn(
-            redisKey.success,
-            "wait",
-            waitMillis.success,
-            (waitedBehind, passTurn, grant, restore) =>
-              Locked.runLocked(
-                shared,
-                {
-                  key: redisKey.success,
-                  startedAt,
-                  deadline,
-                  mode: "wait",
-                  waitedBehind,
-                  trace,
-                  passTurn,
-                  grant,
-                  clock,
-                  context
-                },
-                body,
-                identity,
-                waitingIsNeverBusy,
-                restore
-              ),
-            // Another fiber of this client held or waited for the key the whole time.
-            () => timedOutBehind(redisKey.success, startedAt, trace)
-          )
-        )
-      }),
-    tryWithLock: (key) => (body) =>
-      Effect.withFiber((fiber) => {
-        const redisKey = Locked.encodeKey(codec, settings.namespace, key)
-        if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
-        const clock = fiber.getRef(Clock.Clock)
-        const startedAt = monotonicMillis(clock)
-        return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace, context) =>
-          shared.queue.withTurn(
-            redisKey.success,
-            "try",
-            0,
-            (_, passTurn, _grant, restore) =>
-              Locked.runLocked(
-                shared,
-                {
-                  key: redisKey.success,
-                  startedAt,
-                  deadline: startedAt + tryBudget,
-                  mode: "try",
-                  waitedBehind: false,
-                  trace,
-                  passTurn,
-                  clock,
-                  context
-                },
-                body,
-                Option.some,
-                busyOutcome,
-                restore
-              ),
-            // Another fiber of this client holds or waits for the key: busy, counted as such;
-            // unless that fiber's attempts are failing for want of a server, which is no "busy".
-            () => {
-              const unavailable = shared.queue.unavailable(redisKey.success)
-              if (unavailable !== undefined) return timedOutBehind(redisKey.success, startedAt, trace, unavailable)
-              annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
-              return Effect.as(shared.metrics.busyInProcess, Option.none())
-            }
-          )
+) => Effect.Effect<LockClient<K>, InvalidArgument | LockRedisError, LockBackend | Scope.Scope> = Effect.fnUntraced(
+  function* <K = string>(options: LockOptions<K> = {}) {
+    yield* checkOptions(options)
+    const settings = yield* makeSettings(options)
+    const codec = yield* checkKeyCodec(options.keyCodec, KeyCodec.string as unknown as KeyCodec.KeyCodec<K>)
+    // Only once the options are known to be good: a backend may still be connecting.
+    const service = yield* LockBackend
+    const backend = service.connected === undefined ? service : yield* service.connected
+    const tryBudget = Math.min(tryBudgetMillis, settings.usableLeaseMillis)
+    const shared: Locked.Client = {
+      backend,
+      settings,
+      renewals: yield* Renewals.make(backend, settings),
+      queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
+      metrics: Metrics.make(settings.namespace),
+      attemptSlots: AttemptSlots.make(),
+      // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
+      waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken(),
+      warnings: Warnings.make(settings.namespace)
+    }
+    // Gave up behind another fiber of this client without a server attempt: its turn never came
+    // (busy), or (`lastError`) that fiber's attempts are failing for want of a server (unavailable).
+    const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined, lastError?: LockRedisError) =>
+      Effect.flatMap(nowMillis, (now) => {
+        const reason = lastError === undefined ? "busy" : "unavailable"
+        annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": reason, "lock.busy.in_process": true })
+        return Effect.andThen(
+          shared.metrics.timedOutInProcess,
+          new TimedOut({
+            key,
+            namespace: settings.namespace,
+            waitedMillis: Math.round(now - startedAt),
+            attempts: 0,
+            reason,
+            ...(lastError === undefined ? {} : { lastError })
+          })
         )
       })
+    const client: LockClient<K> = {
+      acquire: (key, callOptions) => {
+        const interruptOnLoss: unknown = callOptions?.interruptOnLoss
+        return interruptOnLoss === undefined || typeof interruptOnLoss === "boolean"
+          ? acquireScoped(client.withLock(key, callOptions), interruptOnLoss !== false, shared.warnings)
+          : Effect.fail(invalid("interruptOnLoss", interruptOnLoss, "must be a boolean"))
+      },
+      namespace: settings.namespace,
+      leaseDuration: Duration.millis(settings.leaseMillis),
+      withLock: (key, callOptions) => (body) =>
+        // One synchronous step validates, encodes and reads the clock: this runs on every call.
+        Effect.withFiber((fiber) => {
+          const waitMillis = positiveMillisResult("waitTimeout", callOptions?.waitTimeout)
+          if (Result.isFailure(waitMillis)) return Effect.fail(waitMillis.failure)
+          const redisKey = Locked.encodeKey(codec, settings.namespace, key)
+          if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
+          const clock = fiber.getRef(Clock.Clock)
+          const startedAt = monotonicMillis(clock)
+          const deadline = startedAt + waitMillis.success
+          return traced(fiber, "Lock.withLock", redisKey.success, (trace, context) =>
+            shared.queue.withTurn(
+              redisKey.success,
+              "wait",
+              waitMillis.success,
+              (waitedBehind, passTurn, grant, restore) =>
+                Locked.runLocked(
+                  shared,
+                  {
+                    key: redisKey.success,
+                    startedAt,
+                    deadline,
+                    mode: "wait",
+                    waitedBehind,
+                    trace,
+                    passTurn,
+                    grant,
+                    clock,
+                    context
+                  },
+                  body,
+                  identity,
+                  waitingIsNeverBusy,
+                  restore
+                ),
+              // Another fiber of this client held or waited for the key the whole time.
+              () => timedOutBehind(redisKey.success, startedAt, trace)
+            )
+          )
+        }),
+      tryWithLock: (key) => (body) =>
+        Effect.withFiber((fiber) => {
+          const redisKey = Locked.encodeKey(codec, settings.namespace, key)
+          if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
+          const clock = fiber.getRef(Clock.Clock)
+          const startedAt = monotonicMillis(clock)
+          return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace, context) =>
+            shared.queue.withTurn(
+              redisKey.success,
+              "try",
+              0,
+              (_, passTurn, _grant, restore) =>
+                Locked.runLocked(
+                  shared,
+                  {
+                    key: redisKey.success,
+                    startedAt,
+                    deadline: startedAt + tryBudget,
+                    mode: "try",
+                    waitedBehind: false,
+                    trace,
+                    passTurn,
+                    clock,
+                    context
+                  },
+                  body,
+                  Option.some,
+                  busyOutcome,
+                  restore
+                ),
+              // Another fiber of this client holds or waits for the key: busy, counted as such;
+              // unless that fiber's attempts are failing for want of a server, which is no "busy".
+              () => {
+                const unavailable = shared.queue.unavailable(redisKey.success)
+                if (unavailable !== undefined) return timedOutBehind(redisKey.success, startedAt, trace, unavailable)
+                annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
+                return Effect.as(shared.metrics.busyInProcess, Option.none())
+              }
+            )
+          )
+        })
+    }
+    return client
   }
-  return client
-})
+)
 
 /**
  * The `Lock` service for string keys, over the `LockBackend` in context.
@@ -351,8 +353,9 @@ export const make: <K = string>(
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options?: LockOptions<string>): Layer.Layer<Lock, InvalidArgument, LockBackend> =>
-  Layer.effect(Lock, make(options))
+export const layer = (
+  options?: LockOptions<string>
+): Layer.Layer<Lock, InvalidArgument | LockRedisError, LockBackend> => Layer.effect(Lock, make(options))
 
 /**
  * The configurable options of `layerConfig` (everything but the key codec).
@@ -381,7 +384,7 @@ export type LockConfigOptions = Omit<LockOptions<string>, "keyCodec">
  */
 export const layerConfig = (
   options: Config.Wrap<LockConfigOptions>
-): Layer.Layer<Lock, InvalidArgument | Config.ConfigError, LockBackend> =>
+): Layer.Layer<Lock, InvalidArgument | LockRedisError | Config.ConfigError, LockBackend> =>
   Layer.effect(
     Lock,
     Effect.flatMap(Config.unwrap(options), (resolved) => make<string>(resolved))

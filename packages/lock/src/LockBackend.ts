@@ -17,7 +17,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { LockRedisError } from "./LockError.ts"
+import type { InvalidArgument, LockRedisError } from "./LockError.ts"
 
 /**
  * What a backend is asked to do for one lock operation.
@@ -70,12 +70,23 @@ export interface LeaseRequest {
  */
 export interface Wakeups {
   /**
-   * Waits until a release names `waiterId` on `key`, or `millis` pass. `true` when woken (or when
-   * the subscription was only just made, so a message may have been missed: try again at once).
-   * `Granted` when the release handed the lock to the waiter (only for a `grants` backend and a
-   * waiter id made with `LockScripts.grantingWaiterPrefix`).
+   * Waits until a release names `waiterId` on `key`, or `millis` pass (`false`). `true` when woken
+   * (or when the subscription was only just made, so a message may have been missed: try again at
+   * once). `Granted` when the release handed the lock to the waiter (only for a `grants` backend and
+   * a waiter id made with `LockScripts.grantingWaiterPrefix`). `Next` when the waiter ahead was
+   * served: the caller waits out its claim window, then tries.
+   *
+   * **Details**
+   * A wake-up channel the server refuses for good (`NOPERM`: the user may not subscribe) fails the
+   * wait with that `LockRedisError`, which the lock reports at once. A temporary failure (no
+   * connection) waits out `millis` and answers `false`, so the waiter falls back to polling at its
+   * usual pace, never faster.
    */
-  readonly await: (key: string, waiterId: string, millis: number) => Effect.Effect<boolean | Granted>
+  readonly await: (
+    key: string,
+    waiterId: string,
+    millis: number
+  ) => Effect.Effect<boolean | Granted | Next, LockRedisError>
   /**
    * Withdraws a waiter that gives up (timed out, interrupted), and wakes the next one if the lock is
    * free. Best effort within `timeoutMillis`; registrations also lapse on their own.
@@ -90,6 +101,19 @@ export interface Wakeups {
    * @since 0.5.0
    */
   readonly grants?: boolean | undefined
+}
+
+/**
+ * The waiter ahead in line was just served (handed the lock, or woken to take it): if it never takes
+ * it (its process died since), the lock is this waiter's to take when the claim window ends,
+ * `claimMillis` after the message was sent. Messages can be lost; this one only shortens a wait.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface Next {
+  readonly _tag: "Next"
+  readonly claimMillis: number
 }
 
 /**
@@ -197,6 +221,17 @@ export type ReleaseReply = boolean | "gone"
 export interface Backend {
   /** A short description for logs and errors, e.g. `"node-redis standalone"`. */
   readonly description: string
+  /**
+   * Set by a backend whose layer returns before its connections are up: completes with the
+   * connected backend, which callers then use in its place, or fails with why it cannot connect.
+   * `Lock.make` checks its own options first and then waits for it, so a bad lock option is
+   * reported at once whatever the server does, and a server that cannot be reached still fails the
+   * lock's layer. Until then this backend's operations wait for the connection within their own
+   * `timeoutMillis`.
+   *
+   * @since 0.2.0
+   */
+  readonly connected?: Effect.Effect<Backend, LockRedisError | InvalidArgument> | undefined
   /** Set the key to the token with the lease when free or already ours. */
   readonly acquire: (request: LeaseRequest) => Effect.Effect<AcquireReply, LockRedisError>
   /** Extend the lease when the key still holds the token; `false` when it does not. */

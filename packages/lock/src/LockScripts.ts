@@ -18,8 +18,9 @@
 import * as Keys from "./internal/keys.ts"
 
 /**
- * How long a lock's fence key (the last fencing token issued) is kept after the last acquisition:
- * 7 days, refreshed by every acquisition. One small key per lock key used within that time.
+ * How long a lock's fence key (the last fencing token issued) is kept after the last acquisition or
+ * renewal: 7 days, refreshed by both, so a lock held for longer keeps it. One small key per lock key
+ * used within that time.
  *
  * **Details**
  * After the fence key expires (or is evicted or lost in a failover), tokens continue from the
@@ -53,6 +54,11 @@ export const grantingWaiterPrefix = "g."
  * @since 0.5.0
  */
 export const grantToken = (waiterId: string, fence: number): string => `${waiterId}:${fence}`
+
+// How many waiters at the head of the line a release considers: those whose process is gone (nobody
+// listens for their grants) are passed over until their registrations lapse, and this bounds how
+// long one release can spend on them.
+const headsConsidered = 16
 
 // Shared by the scripts that grant a lock (acquire, transfer, and through wakeHead release and
 // leave): the next fencing token of KEYS[4].
@@ -99,23 +105,48 @@ end
 `
 
 // Used by release and leave when the lock is free and waiters are registered: gives the free lock's
-// turn to the head of the line. A granting waiter gets the key itself for the claim window
-// (ARGV[4]), any other is woken and has that window to claim it.
-const wakeHead = `${fenceHelper}${queueHelpers}local function wake_head(now)
-  purge(now)
-  local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-  if head == nil then
-    return
-  end
-  if string.sub(head, 1, ${grantingWaiterPrefix.length}) == "${grantingWaiterPrefix}" then
-    local token = head .. ":" .. string.format("%d", issue_fence())
-    redis.call("SET", KEYS[1], token, "PX", ARGV[4])
-    redis.call("ZREM", KEYS[2], head)
-    redis.call("ZREM", KEYS[3], head)
-    redis.call(ARGV[3], ARGV[2] .. ":" .. head, token .. ":" .. ARGV[4])
+// turn to the head of the line, and tells the waiter behind it when that turn lapses if unclaimed.
+//
+// A granting waiter gets the key itself for the claim window (ARGV[4]), but only when the grant's
+// message reaches a subscriber of its channel: a waiter whose process died (its connection closed)
+// or that is not subscribed yet keeps its place and is passed over for this release (its fence is
+// spent unused), so a grant never goes where nobody can take it. Any other head is woken and has the claim window to claim the lock
+// (its process cannot be told apart from the others on the shared channel). Either way the next
+// waiter hears `<id>:next:<claim ms>`: should the head never claim (it died since), that waiter asks
+// again as the window ends instead of at its next poll.
+const wakeHead = `${fenceHelper}${queueHelpers}local function notify(id, message)
+  if string.sub(id, 1, ${grantingWaiterPrefix.length}) == "${grantingWaiterPrefix}" then
+    redis.call(ARGV[3], ARGV[2] .. ":" .. id, message)
   else
-    redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
-    redis.call(ARGV[3], ARGV[2], head)
+    redis.call(ARGV[3], ARGV[2], message)
+  end
+end
+local function wake_head(now)
+  purge(now)
+  local line = redis.call("ZRANGE", KEYS[2], 0, ${headsConsidered - 1})
+  for i = 1, #line do
+    local head = line[i]
+    local served = true
+    if string.sub(head, 1, ${grantingWaiterPrefix.length}) ~= "${grantingWaiterPrefix}" then
+      redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
+      redis.call(ARGV[3], ARGV[2], head)
+    else
+      local token = head .. ":" .. string.format("%d", issue_fence())
+      if redis.call(ARGV[3], ARGV[2] .. ":" .. head, token .. ":" .. ARGV[4]) > 0 then
+        redis.call("SET", KEYS[1], token, "PX", ARGV[4])
+        redis.call("ZREM", KEYS[2], head)
+        redis.call("ZREM", KEYS[3], head)
+      else
+        served = false
+      end
+    end
+    if served then
+      local behind = line[i + 1]
+      if behind then
+        notify(behind, behind .. ":next:" .. ARGV[4])
+      end
+      return
+    end
   end
 end
 wake_head(now_ms())
@@ -214,17 +245,29 @@ return reply
 /**
  * Renew: extend the lease only while the key still holds the caller's token.
  *
- * - KEYS[1]: the lock key. ARGV[1]: the token. ARGV[2]: the new lease in milliseconds.
- * - Reply 1: renewed. Reply 0: the key is gone or holds another token (ownership lost).
+ * - KEYS[1]: the lock key. KEYS[2]: its fence key (`fenceKey`). ARGV[1]: the token. ARGV[2]: the
+ *   new lease in milliseconds.
+ * - Reply 1: renewed, and the fence key kept for another `fenceRetentionMillis`, so a lock held for
+ *   longer than that keeps its last fencing token. Reply 0: the key is gone or holds another token
+ *   (ownership lost).
  *
  * @category scripting
  * @since 0.1.0
  */
 export const renew = `if redis.call("GET", KEYS[1]) == ARGV[1] then
+  redis.call("PEXPIRE", KEYS[2], "${fenceRetentionMillis}")
   return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0
 `
+
+/**
+ * The keys the renew script declares, in `KEYS` order: the lock key and its fence key (one hash tag).
+ *
+ * @category scripting
+ * @since 0.2.0
+ */
+export const renewKeysOf = (lockKey: string): readonly [string, string] => [lockKey, Keys.fenceKey(lockKey)]
 
 /**
  * Release: compare-and-delete, so a caller never deletes a lock that has passed to someone else, and
@@ -246,9 +289,14 @@ return 0
  *   `grantingWaiterPrefix` is handed the lock: the key holds `grantToken(head, fence)` for the claim
  *   window (a new fence is issued, as an acquisition would) and the message, on the head's own
  *   channel (`grantChannel`, so other processes are not woken), is that token and the window,
- *   `<head>:<fence>:<claim ms>`. The head starts at once and renews the key to its own lease;
- *   a dead head holds up the line for the claim window at most. Any other head is named in the
- *   message (its id alone) and its registration is cut to the claim window, with the same bound.
+ *   `<head>:<fence>:<claim ms>`. The head starts at once and renews the key to its own lease. A
+ *   granting head whose message reaches nobody (its process is gone, or it has not subscribed yet)
+ *   keeps its place and is passed over: the next one in line is served instead (among the first
+ *   16). Any other head is named in the message (its id alone) and its
+ *   registration is cut to the claim window.
+ * - The waiter behind the one served hears `<id>:next:<claim ms>` (on its own channel when it is a
+ *   granting one): if the head never claims (its process died after the message), that waiter asks
+ *   again when the window ends, so a dead head holds up the line for the claim window at most.
  *
  * @category scripting
  * @since 0.1.0
@@ -421,19 +469,22 @@ export const grantChannel = (lockKey: string, waiterId: string): string => `${Ke
 /**
  * Renew many leases in one round trip (standalone and Sentinel: every key lives on one node).
  *
- * - KEYS[1..n]: the lock keys. ARGV[1..n]: their tokens, in the same order. ARGV[n + 1]: the new
- *   lease in milliseconds.
- * - Reply: an array of n integers, 1 where the key still held its token and was renewed, 0 where it
- *   was gone or held another token (that lease is lost; the others are unaffected).
+ * - KEYS[1..n]: the lock keys; KEYS[n + 1..2n]: their fence keys, in the same order. ARGV[1..n]:
+ *   their tokens, in the same order. ARGV[n + 1]: the new lease in milliseconds.
+ * - Reply: an array of n integers, 1 where the key still held its token and was renewed (its fence
+ *   key kept, as `renew` does), 0 where it was gone or held another token (that lease is lost; the
+ *   others are unaffected).
  * - Cluster cannot run it across slots (`CROSSSLOT`); there each node gets a pipeline of `renew`.
  *
  * @category scripting
  * @since 0.2.0
  */
-export const renewAll = `local lease = ARGV[#KEYS + 1]
+export const renewAll = `local n = #KEYS / 2
+local lease = ARGV[n + 1]
 local replies = {}
-for i = 1, #KEYS do
+for i = 1, n do
   if redis.call("GET", KEYS[i]) == ARGV[i] then
+    redis.call("PEXPIRE", KEYS[n + i], "${fenceRetentionMillis}")
     replies[i] = redis.call("PEXPIRE", KEYS[i], lease)
   else
     replies[i] = 0

@@ -29,6 +29,7 @@ import {
   type AcquireReply,
   type Backend,
   LockBackend,
+  type Next,
   type ReleaseReply,
   type TransferReply,
   type Wakeups
@@ -55,7 +56,7 @@ interface Registration {
 
 /** Wake-ups of one waiter on one key: fibers waiting for one, or one sent while none waited. */
 interface Mailbox {
-  readonly waiting: Set<Deferred.Deferred<void>>
+  readonly waiting: Set<Deferred.Deferred<true | Next>>
   woken: boolean
 }
 
@@ -85,6 +86,13 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     fences.delete(key)
     fences.set(key, { last: fence, expiresAt: now + fenceRetentionMillis })
     return fence
+  }
+  // A renewal keeps the fence for another retention, as the renew script does on a server.
+  const keepFence = (key: string, now: number): void => {
+    const fence = fences.get(key)
+    if (fence === undefined || fence.expiresAt <= now) return
+    fences.delete(key)
+    fences.set(key, { last: fence.last, expiresAt: now + fenceRetentionMillis })
   }
   const sweep = (now: number): void => {
     for (const [key, fence] of fences) {
@@ -123,23 +131,34 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     if (line.size === 0) lines.delete(key)
     return true
   }
-  const wake = (key: string, waiterId: string): void => {
+  // A message that finds nobody waiting counts as a wake-up when its waiter next waits.
+  const wake = (key: string, waiterId: string, message: true | Next): void => {
     const name = mailboxKey(key, waiterId)
     const mailbox = mailboxes.get(name)
     if (mailbox === undefined || mailbox.waiting.size === 0) {
       mailboxes.set(name, { waiting: new Set(), woken: true })
       return
     }
-    for (const waiting of mailbox.waiting) Deferred.doneUnsafe(waiting, Exit.void)
+    // Taken out first: a fiber resumed here may wait again at once, on this same mailbox.
+    const waiting = [...mailbox.waiting]
     mailbox.waiting.clear()
+    for (const deferred of waiting) Deferred.doneUnsafe(deferred, Exit.succeed(message))
   }
-  // The key is free: its head has the claim window to take it, and is told so.
+  const behindHead: Next = { _tag: "Next", claimMillis }
+  // The key is free: its head has the claim window to take it, and is told so; the one behind it
+  // is told when that window ends, as the servers do.
   const wakeHead = (key: string, now: number): void => {
     const head = headOf(key, now)
     if (head === undefined) return
-    const registration = lines.get(key)!.get(head)!
+    const line = lines.get(key)!
+    const registration = line.get(head)!
     registration.lapsesAt = Math.min(registration.lapsesAt, now + claimMillis)
-    wake(key, head)
+    wake(key, head, true)
+    for (const [id, next] of line) {
+      if (id === head || next.lapsesAt <= now) continue
+      wake(key, id, behindHead)
+      return
+    }
   }
 
   const wakeups: Wakeups = {
@@ -155,12 +174,12 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
           mailbox = { waiting: new Set(), woken: false }
           mailboxes.set(name, mailbox)
         }
-        const waiting = Deferred.makeUnsafe<void>()
+        const waiting = Deferred.makeUnsafe<true | Next>()
         const box = mailbox
         box.waiting.add(waiting)
         return Deferred.await(waiting).pipe(
           Effect.timeoutOption(millis),
-          Effect.map(Option.isSome),
+          Effect.map(Option.getOrElse((): boolean | Next => false)),
           Effect.ensuring(Effect.sync(() => box.waiting.delete(waiting)))
         )
       }),
@@ -207,6 +226,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         const entry = live(request.key, now)
         if (entry === undefined || entry.token !== request.token) return false
         entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
+        keepFence(request.key, now)
         return true
       }),
     transfer: (request) =>

@@ -41,6 +41,9 @@ export const typeTests = (client: Lock.LockClient<string>): void => {
     expectTypeOf(tryAccessor).toEqualTypeOf<Effect.Effect<Option.Option<void>, LockError, Lock.Lock>>()
     const scoped = Lock.acquire("k", { waitTimeout: 1 })
     expectTypeOf(scoped).toEqualTypeOf<Effect.Effect<Lease.Handle, LockError, Scope.Scope | Lock.Lock>>()
+    // Read alike: both plain values, so neither prints as an Effect's structure when interpolated.
+    expectTypeOf<Lease.Handle["remaining"]>().toEqualTypeOf<Duration.Duration>()
+    expectTypeOf<Lease.Handle["fencingToken"]>().toEqualTypeOf<number>()
     expectTypeOf(client.acquire("k", { waitTimeout: 1 })).toEqualTypeOf<
       Effect.Effect<Lease.Handle, LockError, Scope.Scope>
     >()
@@ -54,15 +57,18 @@ describe("Lease in the body (in-memory backend)", () => {
       const usable = usableLeaseMillis(1_000)
       const seen = yield* Effect.gen(function* () {
         const lease = yield* Lease.Lease
-        const first = Duration.toMillis(yield* lease.remaining)
+        const first = Duration.toMillis(lease.remaining)
+        // Both read as plain values: a log line shows the duration, never an Effect's structure.
+        const printed = `${lease.fencingToken} ${lease.remaining}`
         const tokenBefore = lease.fencingToken
         yield* TestClock.adjust("2500 millis")
-        const later = Duration.toMillis(yield* lease.remaining)
+        const later = Duration.toMillis(lease.remaining)
         yield* lease.ensure
         yield* lease.check
-        return { key: lease.key, namespace: lease.namespace, tokenBefore, first, later }
+        return { key: lease.key, namespace: lease.namespace, tokenBefore, first, later, printed }
       }).pipe(lock.withLock("k", { waitTimeout: "1 second" }))
       assert.strictEqual(seen.key, "acc:{k}")
+      assert.strictEqual(seen.printed, `${seen.tokenBefore} ${seen.first} millis`)
       const tried = yield* Lease.fencingToken.pipe(lock.tryWithLock("k"))
       assert.isTrue(Option.isSome(tried) && tried.value > seen.tokenBefore, "tryWithLock bodies get their lease too")
       assert.strictEqual(seen.namespace, "acc")
@@ -118,7 +124,7 @@ describe("Lease in the body (in-memory backend)", () => {
     Effect.gen(function* () {
       const lock = yield* Lock.make()
       const lease = yield* Lease.Lease.useSync((lease) => lease).pipe(lock.withLock("k", { waitTimeout: "1 second" }))
-      assert.strictEqual(Duration.toMillis(yield* lease.remaining), 0)
+      assert.strictEqual(Duration.toMillis(lease.remaining), 0)
       const error = yield* Effect.flip(lease.ensure)
       assert.strictEqual(error.reason, "released")
       assert.strictEqual((yield* Effect.flip(lease.lost)).reason, "released")
@@ -141,7 +147,7 @@ describe("Lease after loss (scripted backend)", () => {
             Effect.onInterrupt(() =>
               Effect.gen(function* () {
                 const error = yield* Effect.flip(lease.ensure)
-                seen = { reason: error.reason, remaining: Duration.toMillis(yield* lease.remaining) }
+                seen = { reason: error.reason, remaining: Duration.toMillis(lease.remaining) }
               })
             )
           )
@@ -207,7 +213,7 @@ describe("Lock.acquire (scoped)", () => {
       assert.strictEqual(lease.key, "lock:{k}")
       yield* TestClock.adjust("2 seconds")
       assert.isTrue(Option.isNone(yield* other.tryWithLock("k")(Effect.void)), "still held after ~7 leases")
-      assert.isAbove(Duration.toMillis(yield* lease.remaining), 0)
+      assert.isAbove(Duration.toMillis(lease.remaining), 0)
       yield* Scope.close(scope, Exit.void)
       assert.deepStrictEqual(yield* other.tryWithLock("k")(Effect.succeed(1)), Option.some(1), "released on close")
       assert.strictEqual((yield* Effect.flip(lease.ensure)).reason, "released")

@@ -18,6 +18,7 @@ describe("Lock layers", () => {
       const error = yield* Effect.flip(
         Layer.build(Lock.layer({ leaseDuration: "10 millis" }).pipe(Layer.provide(fake.layer)))
       )
+      assert(error._tag === "InvalidArgument", error.message)
       assert.strictEqual(error.field, "leaseDuration")
       assert.include(error.message, "30 ms")
     })
@@ -30,6 +31,7 @@ describe("Lock layers", () => {
         Layer.build(Lock.layer({ leaseDuration: Duration.millis(1e19) }).pipe(Layer.provide(fake.layer)))
       )
       assert.strictEqual(error._tag, "InvalidArgument")
+      assert(error._tag === "InvalidArgument", error.message)
       assert.strictEqual(error.field, "leaseDuration")
       assert.include(error.message, "at most")
       assert.lengthOf(fake.calls.acquire, 0)
@@ -91,6 +93,7 @@ describe("Lock options that are not what their types say", () => {
     Effect.gen(function* () {
       for (const options of [null, "lock", 7, []]) {
         const error = yield* Effect.flip(makeWith(options).make)
+        assert(error._tag === "InvalidArgument", error.message)
         assert.strictEqual(error.field, "options", String(options))
       }
       const throwingName = Object.defineProperty({ encode: () => Result.succeed("k") }, "name", {
@@ -100,6 +103,7 @@ describe("Lock options that are not what their types say", () => {
       })
       for (const keyCodec of [{}, { name: 1, encode: () => Result.succeed("k") }, { name: "n" }, throwingName]) {
         const error = yield* Effect.flip(makeWith({ keyCodec }).make)
+        assert(error._tag === "InvalidArgument", error.message)
         assert.strictEqual(error.field, "keyCodec")
       }
       // NaN and the infinities are shown as such, not as JSON's null.

@@ -115,6 +115,16 @@ const lateTransfer = (
     return { first: yield* Fiber.join(first), second: yield* Fiber.join(second) }
   })
 
+/** A request for key `k` of the default namespace, as a lock client would send it. */
+const request = (token: string, waiterId?: string): LeaseRequest => ({
+  key: "lock:{k}",
+  token,
+  leaseMillis: 30_000,
+  timeoutMillis: 1_000,
+  acknowledge: false,
+  waiter: waiterId === undefined ? undefined : { id: waiterId, ttlMillis: 30_000 }
+})
+
 describe("MemoryBackend", () => {
   it.effect("excludes, renews past the lease, and hands over on release", () =>
     Effect.gen(function* () {
@@ -200,6 +210,33 @@ describe("MemoryBackend", () => {
       yield* Fiber.join(held)
       yield* TestClock.adjust("1 millis")
       assert.strictEqual(enteredAt, 5_000, "entered as the key was released, with no clock time passing")
+      yield* Fiber.join(waiting)
+    }).pipe(Effect.provide(MemoryBackend.layer))
+  )
+
+  it.effect("behind a waiter that never claims its turn, the next one takes the lock as the claim window ends", () =>
+    Effect.gen(function* () {
+      const backend = yield* LockBackend
+      const waiter = yield* Lock.make({ leaseDuration: "30 seconds" })
+      assert.strictEqual((yield* backend.acquire(request("holder")))._tag, "Acquired")
+      // A waiter registers first and then stops answering (its process died): it never claims.
+      assert.strictEqual((yield* backend.acquire(request("gone", "gone")))._tag, "Busy")
+      let enteredAt = -1
+      const waiting = yield* Effect.forkChild(
+        Effect.flatMap(
+          Effect.clockWith((clock) => clock.currentTimeMillis),
+          (now) => Effect.sync(() => (enteredAt = now))
+        ).pipe(waiter.withLock("k", { waitTimeout: "30 seconds" }))
+      )
+      // Registered behind it; its safety-net poll is 0.5-1 s away.
+      yield* TestClock.adjust("400 millis")
+      assert.strictEqual(yield* backend.release(request("holder")), true)
+      // The release wakes the gone waiter, which has 500 ms to take the key, and tells the next one
+      // so: that one asks right after the window, not at its next poll.
+      yield* TestClock.adjust("500 millis")
+      assert.strictEqual(enteredAt, -1, "the window of the waiter ahead is respected")
+      yield* TestClock.adjust("2 millis")
+      assert.strictEqual(enteredAt, 901, "taken as the window ended")
       yield* Fiber.join(waiting)
     }).pipe(Effect.provide(MemoryBackend.layer))
   )

@@ -38,6 +38,7 @@ import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import type { RedisClientOptions, RedisClusterOptions } from "redis"
 import * as Address from "./internal/address.ts"
 import * as ClusterTopology from "./internal/cluster.ts"
+import * as Connecting from "./internal/connecting.ts"
 import * as Pool from "./internal/pool.ts"
 import { makeBackend } from "./internal/replicated.ts"
 import * as SentinelTopology from "./internal/sentinel.ts"
@@ -257,7 +258,10 @@ const validate = (
  */
 export const make = (
   options: Options = {}
-): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> => Effect.flatten(prepare(options))
+
+/** The standalone options checked (no I/O), and the connect they describe. */
+const prepare = (options: Options): Effect.Effect<Connect, InvalidArgument> =>
   Effect.gen(function* () {
     const { connectTimeout } = yield* validate(options)
     yield* checkClientOptions("options", options)
@@ -271,16 +275,21 @@ export const make = (
       connections: _connections,
       ...clientOptions
     } = options
-    const [first, ...others] = yield* Effect.forEach(
-      Array.from({ length: connections }),
-      () =>
-        SilentConnection.watch({
-          open: Standalone.connect(Address.withoutBracketedUrl(clientOptions) as RedisClientOptions, connectTimeout)
-        }),
-      { concurrency: "unbounded" }
-    )
-    return yield* Standalone.fromClients([first!, ...others], "node-redis standalone")
+    return Effect.gen(function* () {
+      const [first, ...others] = yield* Effect.forEach(
+        Array.from({ length: connections }),
+        () =>
+          SilentConnection.watch({
+            open: Standalone.connect(Address.withoutBracketedUrl(clientOptions) as RedisClientOptions, connectTimeout)
+          }),
+        { concurrency: "unbounded" }
+      )
+      return yield* Standalone.fromClients([first!, ...others], "node-redis standalone")
+    })
   })
+
+/** What a checked set of options connects: the connected backend, its connections in the scope. */
+type Connect = Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope>
 
 /**
  * A node-redis client the application already owns, as accepted by `fromClient`/`layerFromClient`:
@@ -560,6 +569,10 @@ export const layerFromCluster = (
 export const makeSentinel = (
   options: SentinelOptions
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
+  Effect.flatten(prepareSentinel(options))
+
+/** The Sentinel options checked (no I/O), and the connect they describe. */
+const prepareSentinel = (options: SentinelOptions): Effect.Effect<Connect, InvalidArgument> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (typeof options.name !== "string" || options.name.length === 0) {
@@ -574,21 +587,23 @@ export const makeSentinel = (
     }
     yield* checkClientOptions("nodeClientOptions", options.nodeClientOptions)
     yield* checkClientOptions("sentinelClientOptions", options.sentinelClientOptions)
-    const topology = yield* SentinelTopology.connect(
-      {
-        name: options.name,
-        sentinels: options.sentinels.map(({ host, port }) => ({ host, port })),
-        sentinelClientOptions: options.sentinelClientOptions,
-        nodeClientOptions: options.nodeClientOptions
-      },
-      connectTimeout
-    )
-    const pool = yield* Pool.make({
-      maxConnections,
-      clientOptions: options.nodeClientOptions ?? {},
-      sharedLanes: sentinelSharedLanes
+    return Effect.gen(function* () {
+      const topology = yield* SentinelTopology.connect(
+        {
+          name: options.name,
+          sentinels: options.sentinels.map(({ host, port }) => ({ host, port })),
+          sentinelClientOptions: options.sentinelClientOptions,
+          nodeClientOptions: options.nodeClientOptions
+        },
+        connectTimeout
+      )
+      const pool = yield* Pool.make({
+        maxConnections,
+        clientOptions: options.nodeClientOptions ?? {},
+        sharedLanes: sentinelSharedLanes
+      })
+      return yield* makeBackend(topology, pool, undefined, sentinelOptions)
     })
-    return yield* makeBackend(topology, pool, undefined, sentinelOptions)
   })
 
 /**
@@ -600,6 +615,10 @@ export const makeSentinel = (
 export const makeCluster = (
   options: ClusterOptions
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
+  Effect.flatten(prepareCluster(options))
+
+/** The Cluster options checked (no I/O), and the connect they describe. */
+const prepareCluster = (options: ClusterOptions): Effect.Effect<Connect, InvalidArgument> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
     if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
@@ -612,24 +631,40 @@ export const makeCluster = (
       yield* checkClientOptions("rootNodes", node)
     }
     yield* checkClientOptions("defaults", options.defaults)
-    const cluster = yield* ClusterTopology.connect(
-      {
-        rootNodes: options.rootNodes.map((node) => Address.withoutBracketedUrl(node)),
-        ...(options.defaults === undefined ? {} : { defaults: options.defaults }),
-        ...(options.nodeAddressMap === undefined ? {} : { nodeAddressMap: options.nodeAddressMap })
-      } as RedisClusterOptions,
-      connectTimeout
-    )
-    const pool = yield* Pool.make({
-      maxConnections,
-      clientOptions: (options.defaults ?? {}) as RedisClientOptions,
-      resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
+    return Effect.gen(function* () {
+      const cluster = yield* ClusterTopology.connect(
+        {
+          rootNodes: options.rootNodes.map((node) => Address.withoutBracketedUrl(node)),
+          ...(options.defaults === undefined ? {} : { defaults: options.defaults }),
+          ...(options.nodeAddressMap === undefined ? {} : { nodeAddressMap: options.nodeAddressMap })
+        } as RedisClusterOptions,
+        connectTimeout
+      )
+      const pool = yield* Pool.make({
+        maxConnections,
+        clientOptions: (options.defaults ?? {}) as RedisClientOptions,
+        resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
+      })
+      return yield* makeBackend(
+        ClusterTopology.topology(cluster, undefined, ClusterTopology.watchShardedPubSub(cluster)),
+        pool
+      )
     })
-    return yield* makeBackend(
-      ClusterTopology.topology(cluster, undefined, ClusterTopology.watchShardedPubSub(cluster)),
-      pool
-    )
   })
+
+/**
+ * The layer of checked options: it fails at once on a bad option, and otherwise provides the backend
+ * while it connects (see `LockBackend.Backend.connected`): the lock's layer then checks its own
+ * options before it waits for the connection, and fails with the connection's failure.
+ */
+const connectingLayer = <E>(
+  description: string,
+  prepared: Effect.Effect<Connect, E>
+): Layer.Layer<LockBackend.LockBackend, E> =>
+  Layer.effect(
+    LockBackend.LockBackend,
+    Effect.flatMap(prepared, (connect) => Connecting.backend(description, connect))
+  )
 
 /**
  * The `LockBackend` for one standalone Redis or Valkey server.
@@ -648,8 +683,8 @@ export const makeCluster = (
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
-  Layer.effect(LockBackend.LockBackend, make(options))
+export const layer = (options: Options = {}): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+  connectingLayer("node-redis standalone", prepare(options))
 
 /**
  * The `LockBackend` for a master with replicas managed by Sentinel.
@@ -668,10 +703,8 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, L
  * @category layers
  * @since 0.1.0
  */
-export const layerSentinel = (
-  options: SentinelOptions
-): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
-  Layer.effect(LockBackend.LockBackend, makeSentinel(options))
+export const layerSentinel = (options: SentinelOptions): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+  connectingLayer("node-redis sentinel", prepareSentinel(options))
 
 /**
  * The `LockBackend` for a Redis or Valkey Cluster.
@@ -690,10 +723,8 @@ export const layerSentinel = (
  * @category layers
  * @since 0.1.0
  */
-export const layerCluster = (
-  options: ClusterOptions
-): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument> =>
-  Layer.effect(LockBackend.LockBackend, makeCluster(options))
+export const layerCluster = (options: ClusterOptions): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+  connectingLayer("node-redis cluster", prepareCluster(options))
 
 /**
  * Credentials and pool size shared by the `Config` layers.
@@ -746,11 +777,11 @@ const pool = (config: ConfigAuth) =>
  */
 export const layerConfig = (
   options: Config.Wrap<ConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
-  Layer.effect(
-    LockBackend.LockBackend,
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument | Config.ConfigError> =>
+  connectingLayer(
+    "node-redis standalone",
     Effect.flatMap(Config.unwrap(options), (config) =>
-      make({
+      prepare({
         url: config.url,
         ...auth(config),
         ...pool(config),
@@ -785,9 +816,9 @@ const commaList = (list: string): Array<string> =>
  */
 export const layerSentinelConfig = (
   options: Config.Wrap<SentinelConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
-  Layer.effect(
-    LockBackend.LockBackend,
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument | Config.ConfigError> =>
+  connectingLayer(
+    "node-redis sentinel",
     Effect.gen(function* () {
       const config = yield* Config.unwrap(options)
       const sentinels: Array<Address.HostPort> = []
@@ -796,7 +827,7 @@ export const layerSentinelConfig = (
         if (Result.isFailure(parsed)) return yield* invalid("sentinels", config.sentinels, parsed.failure)
         sentinels.push(parsed.success)
       }
-      return yield* makeSentinel({ name: config.name, sentinels, nodeClientOptions: auth(config), ...pool(config) })
+      return yield* prepareSentinel({ name: config.name, sentinels, nodeClientOptions: auth(config), ...pool(config) })
     })
   )
 
@@ -818,9 +849,9 @@ export interface ClusterConfigOptions extends ConfigAuth {
  */
 export const layerClusterConfig = (
   options: Config.Wrap<ClusterConfigOptions>
-): Layer.Layer<LockBackend.LockBackend, LockRedisError | InvalidArgument | Config.ConfigError> =>
-  Layer.effect(
-    LockBackend.LockBackend,
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument | Config.ConfigError> =>
+  connectingLayer(
+    "node-redis cluster",
     Effect.gen(function* () {
       const config = yield* Config.unwrap(options)
       const urls = commaList(config.nodes)
@@ -828,6 +859,6 @@ export const layerClusterConfig = (
         const problem = Address.checkRedisUrl(url)
         if (problem !== undefined) return yield* invalid("nodes", config.nodes, `"${url}" ${problem}`)
       }
-      return yield* makeCluster({ rootNodes: urls.map((url) => ({ url })), defaults: auth(config), ...pool(config) })
+      return yield* prepareCluster({ rootNodes: urls.map((url) => ({ url })), defaults: auth(config), ...pool(config) })
     })
   )

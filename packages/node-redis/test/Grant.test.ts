@@ -9,6 +9,7 @@ import * as Fiber from "effect/Fiber"
 import { Lease, LockScripts } from "@sage/lock"
 import type { Backend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import { clientOver, lockKeyOf, waitersRegistered as registeredVia } from "./wakeup.ts"
 
@@ -31,6 +32,39 @@ const subscribed = (server: RedisServer.RedisServer, key: string, waiterId: stri
       yield* Effect.sleep(5)
     }
     return yield* Effect.die(`${waiterId} never subscribed to its grants for ${key}`)
+  })
+
+/**
+ * A connection subscribed to `waiterId`'s grants for `key` that never acts on them: a waiter whose
+ * process was alive when a release served it and died before it could claim.
+ */
+const deaf = (server: RedisServer.RedisServer, key: string, waiterId: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = createClient({ url: server.url })
+      client.on("error", () => {})
+      await client.connect()
+      await client.subscribe(LockScripts.grantChannel(lockKeyOf(key), waiterId), () => {})
+      return client
+    }),
+    (client) => Effect.promise(() => client.close().catch(() => undefined))
+  )
+
+/** The messages published on `waiterId`'s grant channel for `key`, as they arrive. */
+const listen = (server: RedisServer.RedisServer, key: string, waiterId: string) =>
+  Effect.gen(function* () {
+    const heard: Array<string> = []
+    yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const client = createClient({ url: server.url })
+        client.on("error", () => {})
+        await client.connect()
+        await client.subscribe(LockScripts.grantChannel(lockKeyOf(key), waiterId), (message) => heard.push(message))
+        return client
+      }),
+      (client) => Effect.promise(() => client.close().catch(() => undefined))
+    )
+    return heard
   })
 
 /** Runs the release script as a client holding `token` would, publishing on `channel`. */
@@ -149,7 +183,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
                 // The key's expiry on the server first, then what the lock relies on: the lock's must
                 // not be the later of the two.
                 const pttl = Number(yield* server.command("PTTL", lockKeyOf("k")))
-                const remaining = Duration.toMillis(yield* (yield* Lease.Lease).remaining)
+                const remaining = Duration.toMillis((yield* Lease.Lease).remaining)
                 const value = String(yield* server.command("GET", lockKeyOf("k")))
                 return { pttl, remaining, value }
               })
@@ -173,13 +207,13 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         })
     )
 
-    it.live("a grant to a waiter that died holds up the line for the claim window at most", () =>
+    it.live("a waiter whose process is gone is passed over, keeps its place, and the next one is served at once", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
         const backend = yield* NodeRedisBackend.make({ url: server.url })
         const c = yield* Effect.flatMap(NodeRedisBackend.make({ url: server.url }), clientOver)
         yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
-        // A granting waiter registers, then dies.
+        // A granting waiter registers, then its process dies: nothing listens for its grants.
         const busy = yield* backend.acquire(request("k", "dead-token", "g.dead"))
         assert.strictEqual(busy._tag, "Busy")
         assert.isAbove(
@@ -187,6 +221,42 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           0,
           "a registering attempt reports the fence floor"
         )
+        const done = yield* Deferred.make<void>()
+        const waiting = yield* Effect.forkChild(
+          c.withLock("k", { waitTimeout: "10 seconds" })(
+            Effect.flatMap(
+              Effect.sync(() => performance.now()),
+              (startedAt) => Effect.as(Deferred.await(done), startedAt)
+            )
+          )
+        )
+        yield* waitersRegistered(server, "k", 2)
+        const [, live] = yield* waiterIds(server, "k")
+        yield* subscribed(server, "k", live!)
+        assert.strictEqual(yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k"))), 1)
+        const releasedAt = performance.now()
+        const granted = String(yield* server.command("GET", lockKeyOf("k")))
+        assert.isTrue(granted.startsWith(`${live}:`), `the live waiter is served: ${granted}`)
+        assert.deepStrictEqual(
+          yield* waiterIds(server, "k"),
+          ["g.dead"],
+          "the gone one keeps its place until it lapses"
+        )
+        yield* Deferred.succeed(done, undefined)
+        const startedAt = yield* Fiber.join(waiting)
+        assert.isBelow(startedAt - releasedAt, 1_000, "no claim window was spent on the gone waiter")
+      })
+    )
+
+    it.live("a grant to a waiter that dies after its message holds up the line for the claim window at most", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        const c = yield* Effect.flatMap(NodeRedisBackend.make({ url: server.url }), clientOver)
+        yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
+        // A granting waiter registers and listens, and will never claim what it is handed.
+        yield* backend.acquire(request("k", "dead-token", "g.dead"))
+        yield* deaf(server, "k", "g.dead")
         const waiting = yield* Effect.forkChild(
           c.withLock("k", { waitTimeout: "10 seconds" })(
             Effect.zip(
@@ -196,6 +266,10 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           )
         )
         yield* waitersRegistered(server, "k", 2)
+        const [, live] = yield* waiterIds(server, "k")
+        yield* subscribed(server, "k", live!)
+        // What the live waiter hears, on a connection of the test's own beside the waiter's.
+        const heard = yield* listen(server, "k", live!)
         assert.strictEqual(yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k"))), 1)
         const releasedAt = performance.now()
         const granted = String(yield* server.command("GET", lockKeyOf("k")))
@@ -203,6 +277,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const pttl = Number(yield* server.command("PTTL", lockKeyOf("k")))
         assert.isAtMost(pttl, 500, "a grant lasts the claim window")
         const [fence, startedAt] = yield* Fiber.join(waiting)
+        assert.deepStrictEqual(heard.slice(0, 1), [`${live}:next:500`], "the next waiter is told when the window ends")
+        assert.isAtLeast(startedAt - releasedAt, 450, "the grant's window was respected")
         assert.isBelow(startedAt - releasedAt, 2_500, "the next waiter got the key after the window")
         assert.isAbove(fence, Number(granted.slice("g.dead:".length)), "with a newer fence")
       })
@@ -215,7 +291,9 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
         yield* backend.acquire(request("k", "t1", "g.first"))
         yield* backend.acquire(request("k", "t2", "g.second"))
-        assert.strictEqual(yield* releaseScript(server, "k", "holder", "nobody-listens"), 1)
+        yield* deaf(server, "k", "g.first")
+        yield* deaf(server, "k", "g.second")
+        assert.strictEqual(yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k"))), 1)
         const first = String(yield* server.command("GET", lockKeyOf("k")))
         assert.isTrue(first.startsWith("g.first:"), first)
         yield* backend.wakeups!.leave(lockKeyOf("k"), "g.first", 1_000)
@@ -233,7 +311,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const backend = yield* NodeRedisBackend.make({ url: server.url })
         yield* server.command("SET", lockKeyOf("k"), "holder", "PX", "30000")
         yield* backend.acquire(request("k", "mine", "g.w"))
-        yield* releaseScript(server, "k", "holder", "nobody-listens")
+        yield* deaf(server, "k", "g.w")
+        yield* releaseScript(server, "k", "holder", LockScripts.wakeChannel(lockKeyOf("k")))
         const granted = String(yield* server.command("GET", lockKeyOf("k")))
         const reply = yield* backend.acquire(request("k", "mine", "g.w"))
         assert.deepStrictEqual(reply, { _tag: "Acquired", fence: Number(granted.split(":")[1]) })

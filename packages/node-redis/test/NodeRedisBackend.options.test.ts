@@ -6,6 +6,8 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Net from "node:net"
+import { Lock } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -103,6 +105,49 @@ describe("NodeRedisBackend options", () => {
       for (const client of [null, {}, { isOpen: true }]) {
         assert.strictEqual(yield* refusedAs(NodeRedisBackend.layerFromSentinel(client as never)), "sentinel")
         assert.strictEqual(yield* refusedAs(NodeRedisBackend.layerFromCluster(client as never)), "cluster")
+      }
+    })
+  )
+
+  it.live("a bad lock option is reported at once while the server does not answer, on every layer", () =>
+    Effect.gen(function* () {
+      // Accepts connections and never answers: a connect waits for its whole timeout.
+      const silent = yield* Effect.acquireRelease(
+        Effect.callback<Net.Server>((resume) => {
+          const server = Net.createServer(() => {})
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.callback<void>((resume) => void server.close(() => resume(Effect.void)))
+      )
+      const port = (silent.address() as Net.AddressInfo).port
+      const connectTimeoutMillis = 10_000
+      const backends: ReadonlyArray<readonly [string, Layer.Layer<LockBackend, unknown>]> = [
+        ["standalone", NodeRedisBackend.layer({ url: `redis://127.0.0.1:${port}`, connectTimeoutMillis })],
+        [
+          "sentinel",
+          NodeRedisBackend.layerSentinel({
+            name: "mymaster",
+            sentinels: [{ host: "127.0.0.1", port }],
+            connectTimeoutMillis
+          })
+        ],
+        [
+          "cluster",
+          NodeRedisBackend.layerCluster({ rootNodes: [{ url: `redis://127.0.0.1:${port}` }], connectTimeoutMillis })
+        ]
+      ]
+      for (const [name, backend] of backends) {
+        const startedAt = performance.now()
+        const exit = yield* Effect.exit(
+          Effect.scoped(Layer.build(Lock.layer({ leaseDuration: "10 secs" as never }).pipe(Layer.provide(backend))))
+        )
+        const took = performance.now() - startedAt
+        const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        assert.strictEqual((error as { _tag?: string })._tag, "InvalidArgument", `${name}: ${String(error)}`)
+        assert.strictEqual((error as { field?: string }).field, "leaseDuration", name)
+        // Within milliseconds where the connect would take its 10 s: the layer is torn down, its
+        // connect interrupted, in the same breath.
+        assert.isBelow(took, 2_000, `${name}: reported after ${Math.round(took)} ms`)
       }
     })
   )

@@ -14,7 +14,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { AcquireReply, Backend, Granted, LeaseRequest, Wakeups } from "../LockBackend.ts"
+import type { AcquireReply, Backend, Granted, LeaseRequest, Next, Wakeups } from "../LockBackend.ts"
 import { LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
 import type { AttemptSlots, SlotHolder } from "./attemptSlots.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
@@ -157,7 +157,14 @@ class Acquisition implements SlotHolder {
   lastError: LockRedisError | undefined = undefined
   lastBusy: boolean
   policy: BackoffPolicy | undefined = undefined
+  /** A busy reply registered this acquisition's waiter at the server: it waits for wake-ups. */
   registered = false
+  /**
+   * An attempt carrying the waiter id was sent: the server may have registered it even though no
+   * reply said so (the attempt timed out, or the call was interrupted with it on the wire), so
+   * giving up withdraws it, or a release could hand the lock to a waiter that is gone.
+   */
+  mayBeRegistered = false
   /** Whether `params.unavailable` was last told of a failure (so the hot path tells it nothing). */
   reportedUnavailable = false
   /**
@@ -249,9 +256,7 @@ class Acquisition implements SlotHolder {
         // safety net (the exponent 30 means "at the cap").
         return Effect.flatMap(nextDelay(policy, 30, this.deadline - now, holderRemainingMillis), (delay) => {
           event(this.params.trace, "lock.wait", { "lock.wait.until": "wake-up", "lock.wait.max_ms": delay })
-          return Effect.flatMap(wakeups.await(this.key, this.waiter!.id, delay), (woken) =>
-            typeof woken === "object" ? this.granted(woken) : this.attempt()
-          )
+          return Effect.flatMap(wakeups.await(this.key, this.waiter!.id, delay), (woken) => this.woken(woken))
         })
       }
       return Effect.flatMap(
@@ -261,6 +266,25 @@ class Acquisition implements SlotHolder {
           return Effect.andThen(Effect.sleep(delay), this.attempt())
         }
       )
+    })
+  }
+
+  /** What a wait for a wake-up ended with: a grant, the waiter ahead served, or time to try. */
+  woken(woken: boolean | Granted | Next): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+    if (typeof woken !== "object") return this.attempt()
+    return woken._tag === "Granted" ? this.granted(woken) : this.behindServed(woken)
+  }
+
+  /**
+   * The waiter ahead was just served. Should it never take the lock (its process died), the turn
+   * is this waiter's when the claim window ends: it waits that long (for a grant or a wake-up
+   * meanwhile, as before), then asks, rather than at its next safety-net poll.
+   */
+  behindServed(next: Next): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+    return withNow((now) => {
+      const delay = Math.max(0, Math.min(next.claimMillis + 1, this.deadline - now))
+      event(this.params.trace, "lock.wait", { "lock.wait.until": "claim-window", "lock.wait.max_ms": delay })
+      return Effect.flatMap(this.wakeups!.await(this.key, this.waiter!.id, delay), (woken) => this.woken(woken))
     })
   }
 
@@ -318,6 +342,7 @@ class Acquisition implements SlotHolder {
     if (slots !== undefined && !this.unslotted && !slots.take(this)) return this.awaitSlot(slots, remaining)
     this.unslotted = false
     this.attempts++
+    if (this.waiter !== undefined) this.mayBeRegistered = true
     // Only a grant made after a busy reply, with no attempt since, can be taken as it comes.
     this.fenceFloor = undefined
     const before = this.uncertain
@@ -411,12 +436,15 @@ class Acquisition implements SlotHolder {
     const release = this.uncertain
       ? releaseBounded(this.backend, (timeoutMillis) => this.request(timeoutMillis), "abandoned acquisition")
       : undefined
-    // Giving up: withdraw from the server's line, unless another fiber of this client takes over
-    // the same registration (same waiter id) for this key. Both run at once, so the cleanup stays
-    // within one second in all (one after the other they could take two): each is safe in either
-    // order, since a release wakes the next waiter itself and leaving wakes one only if the key
-    // is free.
-    if (!this.registered || this.wakeups === undefined || this.params.caller.hasSuccessor()) return release
+    // Giving up: withdraw from the server's line (where a busy reply put this waiter, or an attempt
+    // whose reply never came may have), unless another fiber of this client takes over the same
+    // registration (same waiter id) for this key. Both run at once, so the cleanup stays within
+    // one second in all (one after the other they could take two): each is safe in either order,
+    // since a release wakes the next waiter itself and leaving wakes one only if the key is free.
+    // Over one pipelined connection the withdrawal reaches the server after any attempt still on
+    // the wire; where it could overtake one, the registration left behind lapses, and a release
+    // that serves it tells the next waiter when to ask (see `behindServed`).
+    if (!this.mayBeRegistered || this.wakeups === undefined || this.params.caller.hasSuccessor()) return release
     const leave = this.wakeups.leave(this.key, this.waiter!.id, releaseTimeoutMillis)
     if (release === undefined) return leave
     return Effect.all([release, leave], { concurrency: "unbounded", discard: true })

@@ -2,6 +2,7 @@
 // lease (its `validUntil`), plus what the call learns (loss, release). One object per locked call,
 // with its effects built only when read, so a body that never asks for its lease pays for one small
 // object and the context entry.
+import type * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -11,7 +12,7 @@ import type { Backend } from "../LockBackend.ts"
 import { LockLost, type LockRedisError } from "../LockError.ts"
 import type { Renewal, Renewals } from "./renewals.ts"
 import { releaseTimeoutMillis } from "./settings.ts"
-import { nowMillis } from "./time.ts"
+import { monotonicMillis, nowMillis } from "./time.ts"
 
 export class LeaseHandle implements Handle {
   /** Set once the scheduler tracks the lease. */
@@ -35,6 +36,8 @@ export class LeaseHandle implements Handle {
   private readonly token: string
   private readonly backend: Backend
   private readonly renewals: Renewals
+  /** The clock of the fiber that called the lock: the one the lease's validity is counted on. */
+  private readonly clock: Clock.Clock
 
   constructor(
     key: string,
@@ -42,7 +45,8 @@ export class LeaseHandle implements Handle {
     fencingToken: number,
     token: string,
     backend: Backend,
-    renewals: Renewals
+    renewals: Renewals,
+    clock: Clock.Clock
   ) {
     this.key = key
     this.namespace = namespace
@@ -50,6 +54,7 @@ export class LeaseHandle implements Handle {
     this.token = token
     this.backend = backend
     this.renewals = renewals
+    this.clock = clock
   }
 
   /** The error that ends the lease, once it has ended. */
@@ -95,8 +100,8 @@ export class LeaseHandle implements Handle {
     return this.endedWith === undefined && this.renewal !== undefined ? this.renewal.validUntil : -Infinity
   }
 
-  get remaining(): Effect.Effect<Duration.Duration> {
-    return Effect.map(nowMillis, (now) => Duration.millis(Math.max(0, this.validUntil() - now)))
+  get remaining(): Duration.Duration {
+    return Duration.millis(Math.max(0, this.validUntil() - monotonicMillis(this.clock)))
   }
 
   get ensure(): Effect.Effect<void, LockLost> {

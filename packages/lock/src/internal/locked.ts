@@ -308,18 +308,14 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       held.fence,
       held.token,
       client.backend,
-      client.renewals
+      client.renewals,
+      call.clock
     )
     this.lease = lease
     const renewal = Renewals.lease(client.settings, held, call.trace, this)
     this.renewal = renewal
-    const mustStart = client.renewals.register(renewal)
-    return mustStart
-      ? Effect.andThen(
-          client.renewals.start,
-          Effect.suspend(() => this.run())
-        )
-      : this.run()
+    client.renewals.register(renewal)
+    return this.run()
   }
 
   /** The renewal found the lock lost (the lease's `Holder`): the lease says so, and the body is stopped. */

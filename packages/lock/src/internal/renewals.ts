@@ -2,9 +2,11 @@
 //
 // A fiber and a timer per held lock cost too much at thousands of locks, and one round trip per lock
 // per tick floods the server. Instead each client keeps its held leases in one set and a single
-// fiber (started when the first lease registers, ended when the last leaves) wakes when the next
-// lease is due, and renews every lease due within a short window together: the backend sends them
-// in one round trip per node (`renewAll`). Renewing a lease a little early is always safe.
+// fiber wakes when the next lease is due, and renews every lease due within a short window together:
+// the backend sends them in one round trip per node (`renewAll`). Renewing a lease a little early is
+// always safe. The fiber lives in the client's scope: with no lease held it waits for the next one
+// without a timer, so it never keeps a program alive after its last lock call, and closing the scope
+// (the layer) ends it.
 //
 // The per-lease rules are those of a lone lease: a renewal is due a third of a lease after the last
 // successful request was *sent*; the usable lease is counted from that send time, so a slow reply
@@ -17,6 +19,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Scope from "effect/Scope"
 import type { Backend, LeaseRequest, RenewReply } from "../LockBackend.ts"
 import { LockLost, type LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
@@ -81,12 +84,10 @@ export interface Renewal {
 
 export interface Renewals {
   /**
-   * Starts renewing a lease acquired with a request sent at `sentAt`. Synchronous; when it returns
-   * `true` the scheduler is not running and the caller must run `start`.
+   * Starts renewing a lease acquired with a request sent at `sentAt`. Synchronous. Once the client's
+   * scope has closed, the lease is lost at once (`reason: "failed"`): nothing would renew it.
    */
-  readonly register: (renewal: Renewal) => boolean
-  /** Starts the scheduler's fiber if it is not running. */
-  readonly start: Effect.Effect<void>
+  readonly register: (renewal: Renewal) => void
   /** Stops renewing (the body ended). Idempotent. */
   readonly unregister: (renewal: Renewal) => void
   /**
@@ -103,209 +104,193 @@ const retryPolicy = (settings: Settings): BackoffPolicy => ({
   capMillis: Math.max(5, settings.leaseMillis / 6)
 })
 
-export const make = (backend: Backend, settings: Settings): Renewals => {
-  const leases = new Set<Renewal>()
-  const policy = retryPolicy(settings)
-  // Leases due within this window of the earliest one are renewed in the same batch.
-  const window = Math.floor(settings.renewEveryMillis / 4)
-  let running = false
-  let sleepingUntil = Infinity
-  let wake: Deferred.Deferred<void> | undefined
+/**
+ * The client's scheduler. Its fiber is forked into the client's scope at once and ends when the
+ * scope closes; every lease still registered then is lost (`reason: "failed"`), never left unrenewed.
+ */
+export const make = (backend: Backend, settings: Settings): Effect.Effect<Renewals, never, Scope.Scope> =>
+  Effect.suspend(() => {
+    const leases = new Set<Renewal>()
+    const policy = retryPolicy(settings)
+    // Leases due within this window of the earliest one are renewed in the same batch.
+    const window = Math.floor(settings.renewEveryMillis / 4)
+    // Set once the scheduler's fiber has ended (its scope closed): nothing renews any more.
+    let closed = false
+    let sleepingUntil = Infinity
+    let wake: Deferred.Deferred<void> | undefined
 
-  // Wakes the sleeping loop when something needs it before it planned to wake. A renewal due only
-  // slightly earlier (within the batching window) waits for the planned wake-up: renewing a little
-  // late still leaves more than half a lease of margin, and it keeps a burst of new leases from
-  // waking the loop once each. A lease with less margin than that (a release's grant, counted from
-  // the waiter's last busy attempt, is due at once and usable for a few hundred milliseconds at
-  // most) may be late by a quarter of what it has left after its due time, never by the window.
-  const signal = (renewAt: number, validUntil: number): void => {
-    if (wake === undefined) return
-    const margin = validUntil - renewAt
-    const late = margin < 4 * window ? margin / 4 : window
-    if (renewAt + late < sleepingUntil || validUntil < sleepingUntil) Deferred.doneUnsafe(wake, Exit.void)
-  }
-
-  const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void => {
-    if (!renewal.active) return
-    renewal.active = false
-    leases.delete(renewal)
-    renewal.holder.lost(
-      new LockLost({
-        key: renewal.key,
-        namespace: settings.namespace,
-        phase: "renew",
-        reason,
-        bodyCompleted: false,
-        ...(cause === undefined ? {} : { cause })
-      })
-    )
-  }
-
-  const renewBatch = (
-    batch: ReadonlyArray<Renewal>,
-    timeoutMillis: number
-  ): Effect.Effect<ReadonlyArray<RenewReply>> => {
-    const requests = batch.map((renewal): LeaseRequest => ({
-      key: renewal.key,
-      token: renewal.token,
-      leaseMillis: settings.leaseMillis,
-      timeoutMillis,
-      acknowledge: settings.replicaAcknowledgement
-    }))
-    if (backend.renewAll !== undefined) return backend.renewAll(requests)
-    return Effect.forEach(
-      requests,
-      (request) => Effect.match(backend.renew(request), { onFailure: (error) => error, onSuccess: (ok) => ok }),
-      { concurrency: "unbounded" }
-    )
-  }
-
-  // What one reply means for its lease: renewed, lost (both settled here), or to be retried (the
-  // caller picks the delay). Plain code, run once per lease in a batch: a tick of 10,000 leases must
-  // not cost an Effect per lease.
-  const settle = (renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number): boolean => {
-    if (!renewal.active) return false
-    renewal.inFlight = false
-    if (receivedAt >= renewal.validUntil) {
-      lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
-      return false
+    // Wakes the sleeping loop when something needs it before it planned to wake. A renewal due only
+    // slightly earlier (within the batching window) waits for the planned wake-up: renewing a little
+    // late still leaves more than half a lease of margin, and it keeps a burst of new leases from
+    // waking the loop once each. A lease with less margin than that (a release's grant, counted from
+    // the waiter's last busy attempt, is due at once and usable for a few hundred milliseconds at
+    // most) may be late by a quarter of what it has left after its due time, never by the window.
+    const signal = (renewAt: number, validUntil: number): void => {
+      if (wake === undefined) return
+      const margin = validUntil - renewAt
+      const late = margin < 4 * window ? margin / 4 : window
+      if (renewAt + late < sleepingUntil || validUntil < sleepingUntil) Deferred.doneUnsafe(wake, Exit.void)
     }
-    if (reply === true) {
-      if (renewal.trace !== undefined) {
-        event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
-      }
-      renewal.validUntil = sentAt + settings.usableLeaseMillis
-      renewal.nextAt = sentAt + settings.renewEveryMillis
-      renewal.failures = 0
-      renewal.lastError = undefined
-      return false
-    }
-    if (reply === false) {
-      lose(renewal, "ownership")
-      return false
-    }
-    const error = reply ?? noReply("renew", receivedAt - sentAt)
-    if (!error.retryable) {
-      lose(renewal, "failed", error)
-      return false
-    }
-    renewal.lastError = moreInformative(renewal.lastError, error)
-    event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
-    return true
-  }
 
-  // A temporary failure: the lease is retried after a short backoff, within its usable time.
-  const retryLater = (renewal: Renewal, receivedAt: number): Effect.Effect<void> =>
-    Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
-      renewal.nextAt = receivedAt + delay
-    })
-
-  const send = (batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> => {
-    let longest = 0
-    for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
-    // One attempt waits at most a renewal period: a reply that never comes (a connection gone
-    // silent) leaves time for another attempt within the lease instead of using all of it.
-    return Effect.flatMap(renewBatch(batch, Math.min(longest, settings.renewEveryMillis)), (replies) =>
-      withNow((receivedAt) => {
-        let retries: Array<Renewal> | undefined
-        for (let i = 0; i < batch.length; i++) {
-          const renewal = batch[i]!
-          if (settle(renewal, replies[i], sentAt, receivedAt)) (retries ??= []).push(renewal)
-        }
-        const woken = Effect.sync(() => signal(-Infinity, -Infinity))
-        if (retries === undefined) return woken
-        return Effect.andThen(
-          Effect.forEach(retries, (renewal) => retryLater(renewal, receivedAt), { discard: true }),
-          woken
-        )
-      })
-    )
-  }
-
-  // The loop lingers for one renewal period after the last lease leaves, so that a client taking
-  // locks one after another does not start a fiber per lock.
-  const loop: Effect.Effect<void> = Effect.gen(function* () {
-    let idleSince: number | undefined
-    while (true) {
-      const now = yield* nowMillis
-      let wakeAt = Infinity
-      let due = Infinity
-      for (const renewal of leases) {
-        if (now >= renewal.validUntil) {
-          // What was left of the lease when its renewal fell due: the lock's usable lease less a
-          // renewal period, or much less for a release's grant (its claim window, from the busy attempt).
-          const left = Math.max(0, renewal.validUntil - renewal.nextAt)
-          lose(renewal, "expired", renewal.lastError ?? noReply("renew", left))
-          continue
-        }
-        wakeAt = Math.min(wakeAt, renewal.validUntil)
-        if (!renewal.inFlight) due = Math.min(due, renewal.nextAt)
-      }
-      if (due <= now) {
-        const batch: Array<Renewal> = []
-        for (const renewal of leases) {
-          if (!renewal.inFlight && renewal.nextAt <= now + window) {
-            renewal.inFlight = true
-            batch.push(renewal)
-          }
-        }
-        yield* Effect.forkChild(send(batch, now), { startImmediately: true })
-        continue
-      }
-      if (leases.size === 0) {
-        idleSince ??= now
-        if (now - idleSince >= settings.renewEveryMillis) return
-        wakeAt = idleSince + settings.renewEveryMillis
-      } else {
-        idleSince = undefined
-      }
-      wakeAt = Math.min(wakeAt, due)
-      sleepingUntil = wakeAt
-      wake = Deferred.makeUnsafe<void>()
-      yield* Deferred.await(wake).pipe(Effect.timeoutOption(wakeAt - now))
-      sleepingUntil = Infinity
-      wake = undefined
-      // Let every fiber already scheduled (replies, new leases) run first: one scan serves them all.
-      yield* Effect.yieldNow
-    }
-  })
-
-  const start: Effect.Effect<void> = Effect.suspend(() => {
-    if (running) return Effect.void
-    running = true
-    return Effect.asVoid(
-      Effect.forkDetach(
-        loop.pipe(
-          Effect.onExit((exit) =>
-            Effect.suspend(() => {
-              running = false
-              sleepingUntil = Infinity
-              wake = undefined
-              if (leases.size === 0) return Effect.void
-              // A lease registered while the loop was ending: carry on. If the loop was stopped
-              // (interrupted, or a defect), never leave a lease unrenewed and unreported.
-              if (Exit.isSuccess(exit)) return start
-              for (const renewal of leases) lose(renewal, "failed")
-              return Effect.void
-            })
-          )
-        )
-      )
-    )
-  })
-
-  return {
-    register: (renewal) => {
-      leases.add(renewal)
-      signal(renewal.nextAt, renewal.validUntil)
-      return !running
-    },
-    start,
-    unregister: (renewal) => {
+    const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void => {
+      if (!renewal.active) return
       renewal.active = false
       leases.delete(renewal)
-    },
-    lose: (renewal, reason) => lose(renewal, reason),
-    size: () => leases.size
-  }
-}
+      renewal.holder.lost(
+        new LockLost({
+          key: renewal.key,
+          namespace: settings.namespace,
+          phase: "renew",
+          reason,
+          bodyCompleted: false,
+          ...(cause === undefined ? {} : { cause })
+        })
+      )
+    }
+
+    const renewBatch = (
+      batch: ReadonlyArray<Renewal>,
+      timeoutMillis: number
+    ): Effect.Effect<ReadonlyArray<RenewReply>> => {
+      const requests = batch.map((renewal): LeaseRequest => ({
+        key: renewal.key,
+        token: renewal.token,
+        leaseMillis: settings.leaseMillis,
+        timeoutMillis,
+        acknowledge: settings.replicaAcknowledgement
+      }))
+      if (backend.renewAll !== undefined) return backend.renewAll(requests)
+      return Effect.forEach(
+        requests,
+        (request) => Effect.match(backend.renew(request), { onFailure: (error) => error, onSuccess: (ok) => ok }),
+        { concurrency: "unbounded" }
+      )
+    }
+
+    // What one reply means for its lease: renewed, lost (both settled here), or to be retried (the
+    // caller picks the delay). Plain code, run once per lease in a batch: a tick of 10,000 leases must
+    // not cost an Effect per lease.
+    const settle = (renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number): boolean => {
+      if (!renewal.active) return false
+      renewal.inFlight = false
+      if (receivedAt >= renewal.validUntil) {
+        lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
+        return false
+      }
+      if (reply === true) {
+        if (renewal.trace !== undefined) {
+          event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
+        }
+        renewal.validUntil = sentAt + settings.usableLeaseMillis
+        renewal.nextAt = sentAt + settings.renewEveryMillis
+        renewal.failures = 0
+        renewal.lastError = undefined
+        return false
+      }
+      if (reply === false) {
+        lose(renewal, "ownership")
+        return false
+      }
+      const error = reply ?? noReply("renew", receivedAt - sentAt)
+      if (!error.retryable) {
+        lose(renewal, "failed", error)
+        return false
+      }
+      renewal.lastError = moreInformative(renewal.lastError, error)
+      event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
+      return true
+    }
+
+    // A temporary failure: the lease is retried after a short backoff, within its usable time.
+    const retryLater = (renewal: Renewal, receivedAt: number): Effect.Effect<void> =>
+      Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
+        renewal.nextAt = receivedAt + delay
+      })
+
+    const send = (batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> => {
+      let longest = 0
+      for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
+      // One attempt waits at most a renewal period: a reply that never comes (a connection gone
+      // silent) leaves time for another attempt within the lease instead of using all of it.
+      return Effect.flatMap(renewBatch(batch, Math.min(longest, settings.renewEveryMillis)), (replies) =>
+        withNow((receivedAt) => {
+          let retries: Array<Renewal> | undefined
+          for (let i = 0; i < batch.length; i++) {
+            const renewal = batch[i]!
+            if (settle(renewal, replies[i], sentAt, receivedAt)) (retries ??= []).push(renewal)
+          }
+          const woken = Effect.sync(() => signal(-Infinity, -Infinity))
+          if (retries === undefined) return woken
+          return Effect.andThen(
+            Effect.forEach(retries, (renewal) => retryLater(renewal, receivedAt), { discard: true }),
+            woken
+          )
+        })
+      )
+    }
+
+    // With no lease held the loop waits for the next one on a `Deferred` alone: a fiber suspended
+    // there holds no timer, so an idle client never keeps its program alive.
+    const loop: Effect.Effect<never> = Effect.gen(function* () {
+      while (true) {
+        const now = yield* nowMillis
+        let wakeAt = Infinity
+        let due = Infinity
+        for (const renewal of leases) {
+          if (now >= renewal.validUntil) {
+            // What was left of the lease when its renewal fell due: the lock's usable lease less a
+            // renewal period, or much less for a release's grant (its claim window, from the busy attempt).
+            const left = Math.max(0, renewal.validUntil - renewal.nextAt)
+            lose(renewal, "expired", renewal.lastError ?? noReply("renew", left))
+            continue
+          }
+          wakeAt = Math.min(wakeAt, renewal.validUntil)
+          if (!renewal.inFlight) due = Math.min(due, renewal.nextAt)
+        }
+        if (due <= now) {
+          const batch: Array<Renewal> = []
+          for (const renewal of leases) {
+            if (!renewal.inFlight && renewal.nextAt <= now + window) {
+              renewal.inFlight = true
+              batch.push(renewal)
+            }
+          }
+          yield* Effect.forkChild(send(batch, now), { startImmediately: true })
+          continue
+        }
+        wakeAt = Math.min(wakeAt, due)
+        sleepingUntil = wakeAt
+        wake = Deferred.makeUnsafe<void>()
+        if (wakeAt === Infinity) yield* Deferred.await(wake)
+        else yield* Deferred.await(wake).pipe(Effect.timeoutOption(wakeAt - now))
+        sleepingUntil = Infinity
+        wake = undefined
+        // Let every fiber already scheduled (replies, new leases) run first: one scan serves them all.
+        yield* Effect.yieldNow
+      }
+    })
+
+    const stopped = Effect.sync(() => {
+      closed = true
+      sleepingUntil = Infinity
+      wake = undefined
+      for (const renewal of leases) lose(renewal, "failed")
+    })
+
+    const renewals: Renewals = {
+      register: (renewal) => {
+        if (closed) return lose(renewal, "failed")
+        leases.add(renewal)
+        signal(renewal.nextAt, renewal.validUntil)
+      },
+      unregister: (renewal) => {
+        renewal.active = false
+        leases.delete(renewal)
+        // The last lease left: the loop drops its timer now rather than when it would have renewed.
+        if (leases.size === 0 && sleepingUntil !== Infinity) signal(-Infinity, -Infinity)
+      },
+      lose: (renewal, reason) => lose(renewal, reason),
+      size: () => leases.size
+    }
+    return Effect.as(Effect.forkScoped(Effect.ensuring(loop, stopped), { startImmediately: true }), renewals)
+  })

@@ -422,7 +422,7 @@ const backendOver = (
         known,
         request,
         Scripts.renew,
-        [[request.key], [request.token, String(request.leaseMillis)]],
+        Scripts.renewCall(request),
         (reply) => Result.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
         (address) =>
           Effect.suspend(() => {

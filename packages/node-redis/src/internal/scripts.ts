@@ -93,8 +93,15 @@ export const renewAllArgs = (
 ): Array<string> => [
   mode,
   mode === "EVALSHA" ? renewAll.sha1 : renewAll.lua,
-  String(keys.length),
+  String(keys.length * 2),
   ...keys,
+  ...keys.map(LockScripts.fenceKey),
   ...tokens,
   String(leaseMillis)
+]
+
+/** `KEYS` and `ARGV` of the renew script for a request. */
+export const renewCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  LockScripts.renewKeysOf(request.key),
+  [request.token, String(request.leaseMillis)]
 ]

@@ -253,13 +253,7 @@ export const backendOver = (options: {
         ),
       renew: (request) =>
         Effect.map(
-          runScript(
-            sendFor(request.key),
-            Scripts.renew,
-            [request.key],
-            [request.token, String(request.leaseMillis)],
-            request.timeoutMillis
-          ),
+          runScript(sendFor(request.key), Scripts.renew, ...Scripts.renewCall(request), request.timeoutMillis),
           (reply) => reply === 1
         ),
       renewAll: (requests) => {

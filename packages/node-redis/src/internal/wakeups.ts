@@ -8,9 +8,14 @@
 // sends one waiter to the server. A release may also hand the lock straight to a granting waiter
 // (standalone only, see `LockScripts.grantingWaiterPrefix`): the message is then
 // `<id>:<fence>:<claim ms>`, on a channel of that waiter's own (`LockScripts.grantChannel`), so no
-// other process wakes, and the waiter resumes holding the lock (`Granted`). node-redis resubscribes
-// after a reconnect or failover (and follows slot moves on Cluster); any message lost meanwhile only
-// costs the waiter its retry delay.
+// other process wakes, and the waiter resumes holding the lock (`Granted`). The waiter behind the one
+// served hears `<id>:next:<claim ms>` (`Next`), and asks when that claim window ends should the lock
+// not be taken. node-redis resubscribes after a reconnect or failover (and follows slot moves on
+// Cluster); any message lost meanwhile only costs the waiter its retry delay.
+//
+// A subscription the server refuses for good (`NOPERM`) fails the wait, and so the call, with that
+// error; a temporary failure (the subscriber cannot connect) lets the wait run its course, so a
+// waiter tries to subscribe once a wait at most.
 //
 // A subscriber connection the lock opens itself can also go silent (see silentConnection.ts): still
 // reported ready, subscribed, and no message ever comes. Waiters then only poll. So when a wait runs
@@ -20,8 +25,10 @@
 // new one).
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { Granted, Wakeups } from "@sage/lock/LockBackend"
+import type { Granted, Next, Wakeups } from "@sage/lock/LockBackend"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { LockScripts } from "@sage/lock"
+import { classify } from "./classify.ts"
 import { type Probed, silenceProbe, silentAfterMillis } from "./silentConnection.ts"
 import { timerDelay } from "./timerDelay.ts"
 
@@ -43,9 +50,12 @@ export interface Subscriber {
   readonly discard?: ((silent: Probed) => boolean) | undefined
 }
 
+/** What a message tells the waiter it names: a grant, that the waiter ahead was served, or a wake-up. */
+type Message = Granted | Next | undefined
+
 interface Channel {
-  /** Resumers of the fibers waiting on this channel, by waiter id (given the grant, if any). */
-  readonly waiting: Map<string, Set<(grant: Granted | undefined) => void>>
+  /** Resumers of the fibers waiting on this channel, by waiter id (given what the message said). */
+  readonly waiting: Map<string, Set<(message: Message) => void>>
   /**
    * Wake-ups that arrived before their waiter started waiting (the release can reach this process
    * before the busy reply that registered the waiter has been handled), by waiter id: when. A
@@ -53,10 +63,11 @@ interface Channel {
    */
   readonly early: Map<string, number>
   /**
-   * Settles when the subscription is in place (or failed: then messages just never come). Replaced
-   * when the channel is subscribed again on a new connection.
+   * Settles when the subscription is in place (`undefined`), or with why it failed (the channel is
+   * then forgotten, and the next wait subscribes again). Replaced when the channel is subscribed
+   * again on a new connection.
    */
-  ready: Promise<void>
+  ready: Promise<LockRedisError | undefined>
   readonly listener: (message: string) => void
   lastUsed: number
 }
@@ -105,11 +116,10 @@ export const make = (options: {
       return attempt
     }
 
-    const onMessage = (channel: string) => (message: string) => {
+    const onMessage = (channel: string) => (text: string) => {
       const entry = channels.get(channel)
       if (entry === undefined) return
-      const grant = grantOf(message)
-      const waiterId = grant === undefined ? message : grant.waiterId
+      const { waiterId, message } = messageOf(text)
       const resumers = entry.waiting.get(waiterId)
       if (resumers === undefined || resumers.size === 0) {
         // Most of these name waiters of other processes, which never come to claim them: forget the
@@ -123,24 +133,26 @@ export const make = (options: {
       }
       // One fiber per client and key waits at the server; should there be more, only one is handed
       // the grant, and the others are woken to try (they find the key taken).
-      let granted = grant?.granted
-      for (const resume of resumers) {
-        resume(granted)
-        granted = undefined
+      // Taken out first: a fiber resumed here may wait again at once (after `Next`), in this same set.
+      let told = message
+      for (const resume of Array.from(resumers)) {
+        resume(told)
+        if (told?._tag === "Granted") told = undefined
       }
     }
 
     /** Subscribes `entry` to `channel`, as its current attempt (`entry.ready`). */
     const subscribeOn = (channel: string, entry: Channel): void => {
-      const attempt: Promise<void> = subscriber()
+      const attempt: Promise<LockRedisError | undefined> = subscriber()
         .then((sub) => sub.subscribe(channel, entry.listener))
         .then(
           () => undefined,
-          () => {
+          (error: unknown) => {
             // Not subscribed: forget it, so the next wait tries again. Unless a later attempt has
             // taken over: a discarded silent connection fails the subscriptions pending on it after
             // they were sent again on its replacement, and those must stay.
             if (channels.get(channel) === entry && entry.ready === attempt) channels.delete(channel)
+            return classify("subscribe", error)
           }
         )
       entry.ready = attempt
@@ -151,7 +163,7 @@ export const make = (options: {
         waiting: new Map(),
         early: new Map(),
         listener: onMessage(channel),
-        ready: Promise.resolve(),
+        ready: Promise.resolve(undefined),
         lastUsed: performance.now()
       }
       subscribeOn(channel, entry)
@@ -232,7 +244,11 @@ export const make = (options: {
       )
     )
 
-    const awaitWake = (key: string, waiterId: string, millis: number): Effect.Effect<boolean | Granted> =>
+    const awaitWake = (
+      key: string,
+      waiterId: string,
+      millis: number
+    ): Effect.Effect<boolean | Granted | Next, LockRedisError> =>
       Effect.suspend(() => {
         const channel = waiterId.startsWith(LockScripts.grantingWaiterPrefix)
           ? LockScripts.grantChannel(key, waiterId)
@@ -241,11 +257,22 @@ export const make = (options: {
         if (existing === undefined) {
           // A fresh subscription may have missed a release: once it is in place, retry at once.
           const entry = open(channel)
+          const startedAt = performance.now()
           return Effect.promise(() => entry.ready).pipe(
             Effect.timeoutOption(Math.max(1, millis)),
-            Effect.map((done) => {
-              if (done._tag === "None") lapsed(channel)
-              return done._tag === "Some"
+            Effect.flatMap((done): Effect.Effect<boolean, LockRedisError> => {
+              if (done._tag === "None") {
+                lapsed(channel)
+                return Effect.succeed(false)
+              }
+              const failure = done.value
+              if (failure === undefined) return Effect.succeed(true)
+              // Refused for good (the user may not subscribe): the call fails now, as a refused
+              // acquisition would. Otherwise the waiter polls at its usual pace, which the rest of
+              // this wait keeps: one subscription attempt a wait, never a loop of them.
+              if (!failure.retryable) return Effect.fail(failure)
+              const left = Math.ceil(millis - (performance.now() - startedAt))
+              return left > 0 ? Effect.as(Effect.sleep(left), false) : Effect.succeed(false)
             })
           )
         }
@@ -264,17 +291,17 @@ export const make = (options: {
         const set = resumers
         // One callback with its own timer, not a race against a sleep: a race forks two fibers and
         // tears them down on every wake-up, on the path from a release to the next body.
-        return Effect.callback<boolean | Granted>((resume) => {
+        return Effect.callback<boolean | Granted | Next>((resume) => {
           let done = false
           const forget = () => {
             done = true
             set.delete(resumeFiber)
             if (set.size === 0 && existing.waiting.get(waiterId) === set) existing.waiting.delete(waiterId)
           }
-          const resumeFiber = (grant: Granted | undefined) => {
+          const resumeFiber = (message: Message) => {
             if (done) return
             forget()
-            resume(Effect.succeed(grant ?? true))
+            resume(Effect.succeed(message ?? true))
             // After the fiber has gone on to its body: clearing a timer is off that path.
             clearTimeout(timer)
           }
@@ -303,18 +330,25 @@ export const make = (options: {
     return { await: awaitWake, leave: options.leave, grants: options.grants === true } satisfies Wakeups
   })
 
-/** A grant's message, `<waiter id>:<fence>:<claim ms>`, read; `undefined` for a plain wake-up. */
-const grantOf = (message: string): { readonly waiterId: string; readonly granted: Granted } | undefined => {
-  const end = message.lastIndexOf(":")
-  const start = end > 0 ? message.lastIndexOf(":", end - 1) : -1
-  if (start <= 0) return undefined
-  const fence = Number(message.slice(start + 1, end))
-  const leaseMillis = Number(message.slice(end + 1))
-  if (!Number.isSafeInteger(fence) || fence <= 0 || !Number.isSafeInteger(leaseMillis) || leaseMillis <= 0) {
-    return undefined
-  }
+/** The suffix of a message telling a waiter that the one ahead of it was served: `<id>:next:<claim ms>`. */
+const nextMarker = ":next:"
+
+/**
+ * A message read: `<waiter id>` wakes that waiter; `<waiter id>:<fence>:<claim ms>` hands it the lock
+ * (`Granted`); `<waiter id>:next:<claim ms>` tells it the waiter ahead was served (`Next`).
+ */
+const messageOf = (text: string): { readonly waiterId: string; readonly message: Message } => {
+  const end = text.lastIndexOf(":")
+  const start = end > 0 ? text.lastIndexOf(":", end - 1) : -1
+  if (start <= 0) return { waiterId: text, message: undefined }
+  const claimMillis = Number(text.slice(end + 1))
+  if (!Number.isSafeInteger(claimMillis) || claimMillis <= 0) return { waiterId: text, message: undefined }
+  const waiterId = text.slice(0, start)
+  if (text.startsWith(nextMarker, start)) return { waiterId, message: { _tag: "Next", claimMillis } }
+  const fence = Number(text.slice(start + 1, end))
+  if (!Number.isSafeInteger(fence) || fence <= 0) return { waiterId: text, message: undefined }
   return {
-    waiterId: message.slice(0, start),
-    granted: { _tag: "Granted", token: message.slice(0, end), fence, leaseMillis }
+    waiterId,
+    message: { _tag: "Granted", token: text.slice(0, end), fence, leaseMillis: claimMillis }
   }
 }

@@ -274,6 +274,7 @@ export const acquisition = (it: It): void => {
       ]
       for (const [options, field] of cases) {
         const error = yield* Effect.flip(Lock.make(options))
+        assert(error._tag === "InvalidArgument", error.message)
         assert.strictEqual(error.field, field, JSON.stringify(options))
       }
       const lock = yield* Lock.make({ namespace: uniqueNamespace() })

@@ -36,7 +36,7 @@ export const lease = (it: It): void => {
           namespace: lease.namespace,
           token: lease.fencingToken,
           onServer: yield* control.get(fenceKey),
-          remaining: Duration.toMillis(yield* lease.remaining),
+          remaining: Duration.toMillis(lease.remaining),
           checked: yield* Effect.exit(lease.check)
         }
       }).pipe(lock.withLock("seen", { waitTimeout: "2 seconds" }))
@@ -205,7 +205,7 @@ export const lease = (it: It): void => {
         const seen = yield* Effect.gen(function* () {
           const lease = yield* Lease.Lease
           yield* lease.check
-          return { expiry: yield* control.pttl(key), remaining: Duration.toMillis(yield* lease.remaining) }
+          return { expiry: yield* control.pttl(key), remaining: Duration.toMillis(lease.remaining) }
         }).pipe(lock.withLock("month", { waitTimeout: Duration.millis(leaseMillis) }))
         assert.isAbove(seen.expiry, leaseMillis - 60_000, "the key's expiry is the lease")
         assert.isAbove(seen.remaining, 25 * 24 * 3600 * 1000)
