@@ -228,6 +228,18 @@ const hideUserinfo = (text: string): string =>
     .replace(/"([a-z][a-z0-9+.-]*:\/\/)[^"]*@/gi, '"$1***@')
     .replace(/([a-z][a-z0-9+.-]*:\/\/)(?:(?![a-z][a-z0-9+.-]*:\/\/)[^\s"'`<>])*@/gi, "$1***@")
 
+// Someone reaching for a password flag is told where passwords go instead (never a flag: flags show
+// up in `ps`), and a value written as `--password=...` is not echoed.
+const passwordFlag = /(--[a-z-]*pass(?:word)?)(=\S*)?/i
+const explainPasswordFlag = (message: string): string => {
+  const found = passwordFlag.exec(message)
+  if (found === null || !/Unrecognized flag/i.test(message)) return message
+  return (
+    `${message.replace(passwordFlag, "$1")} (passwords are never flags, which \`ps\` shows: set ` +
+    `${Connection.passwordVariable}, ${Connection.sentinelPasswordVariable} for the sentinels, or put it in --url)`
+  )
+}
+
 // Bad invocations get the errors and a pointer to --help on standard error, not the whole help on
 // standard output, where a script reading --json would take it for data.
 const presenter: CliOutput.Presenter = {
@@ -235,7 +247,7 @@ const presenter: CliOutput.Presenter = {
     event._tag === "InvalidInvocation"
       ? Console.error(
           [
-            ...event.errors.map((error) => `sage-lock: ${hideUserinfo(error.message)}`),
+            ...event.errors.map((error) => `sage-lock: ${explainPasswordFlag(hideUserinfo(error.message))}`),
             `Run "${event.commandPath.join(" ")} --help" for usage.`
           ].join("\n")
         )

@@ -161,6 +161,8 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
     Effect.gen(function* () {
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
         [["list", "--bogus"], "Unrecognized flag: --bogus"],
+        [["list", "--password", "hunter2"], "set SAGE_LOCK_PASSWORD"],
+        [["list", "--sentinel-password=hunter2"], "SAGE_LOCK_SENTINEL_PASSWORD for the sentinels"],
         [["inspect"], "Missing required argument: key"],
         [["frobnicate"], "frobnicate"],
         [["list", "--timeout", "soon"], "--timeout"],
@@ -179,6 +181,7 @@ describe("sage-lock refuses bad input with one line and exit status 1", () => {
       for (const [args, expected] of cases) {
         const message = yield* fails(args)
         assert.include(message, expected, args.join(" "))
+        assert.notInclude(message, "hunter2", "a password given as a flag is not echoed")
       }
     })
   )
