@@ -35,7 +35,7 @@ import * as KeyCodec from "./KeyCodec.ts"
 import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
 import { type InvalidArgument, type LockError, type LockRedisError, TimedOut } from "./LockError.ts"
-import { grantingWaiterPrefix } from "./LockScripts.ts"
+import { grantingWaiterPrefix, ownChannelWaiterPrefix } from "./LockScripts.ts"
 import * as AttemptSlots from "./internal/attemptSlots.ts"
 import * as LocalQueue from "./internal/localQueue.ts"
 import * as Transfer from "./internal/transfer.ts"
@@ -219,8 +219,10 @@ export const make: <K = string>(
       queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
       metrics: Metrics.make(settings.namespace),
       attemptSlots: AttemptSlots.make(),
-      // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that.
-      waiterId: backend.wakeups?.grants === true ? `${grantingWaiterPrefix}${newToken()}` : newToken(),
+      // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that;
+      // otherwise they are woken on a channel of their own. Either way a release can tell whether the
+      // waiter's process still listens.
+      waiterId: `${backend.wakeups?.grants === true ? grantingWaiterPrefix : ownChannelWaiterPrefix}${newToken()}`,
       warnings: Warnings.make(settings.namespace)
     }
     // Gave up behind another fiber of this client without a server attempt: its turn never came

@@ -47,6 +47,19 @@ export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
 export const grantingWaiterPrefix = "g."
 
 /**
+ * How the id of a waiter that is woken on a channel of its own begins (the waiters of backends
+ * without grants: Sentinel, Cluster, in memory). A release names such a waiter on its own channel
+ * (`grantChannel`, the message its id alone) rather than on the lock's shared channel, which every
+ * waiting process hears; and since only that waiter listens there, a release can tell from the
+ * message's reach whether the waiter's process is still there (see `release`). Clients of earlier
+ * versions use plain ids and are woken on the shared channel.
+ *
+ * @category scripting
+ * @since 0.2.0
+ */
+export const ownChannelWaiterPrefix = "w."
+
+/**
  * The token a release writes into the lock key when it hands the lock to a waiter (see
  * `grantingWaiterPrefix`): the waiter id and the grant's fencing token.
  *
@@ -105,45 +118,58 @@ end
 `
 
 // Used by release and leave when the lock is free and waiters are registered: gives the free lock's
-// turn to the head of the line, and tells the waiter behind it when that turn lapses if unclaimed.
+// turn to the first waiter in line that can take it, and tells the live waiter behind that one when
+// its turn lapses if unclaimed.
 //
-// A granting waiter gets the key itself for the claim window (ARGV[4]), but only when the grant's
+// A granting waiter gets the key itself for the claim window (ARGV[4]); a waiter with a channel of
+// its own is woken there and its registration cut to the claim window. Either is served only if the
 // message reaches a subscriber of its channel: a waiter whose process died (its connection closed)
-// or that is not subscribed yet keeps its place and is passed over for this release (its fence is
-// spent unused), so a grant never goes where nobody can take it. Any other head is woken and has the claim window to claim the lock
-// (its process cannot be told apart from the others on the shared channel). Either way the next
-// waiter hears `<id>:next:<claim ms>`: should the head never claim (it died since), that waiter asks
-// again as the window ends instead of at its next poll.
-const wakeHead = `${fenceHelper}${queueHelpers}local function notify(id, message)
-  if string.sub(id, 1, ${grantingWaiterPrefix.length}) == "${grantingWaiterPrefix}" then
-    redis.call(ARGV[3], ARGV[2] .. ":" .. id, message)
-  else
-    redis.call(ARGV[3], ARGV[2], message)
+// or that is not subscribed yet keeps its place and is passed over for this release (a grant's fence
+// is then spent unused), so a turn never goes where nobody can take it. A woken waiter served past
+// others is moved to the head of the line, since the acquire script gives a free lock to the head
+// only. A waiter of an earlier version (a plain id) is woken on the shared channel, where its process
+// cannot be told apart from the others, and always counts as served. The first waiter behind the one
+// served that hears it gets `<id>:next:<claim ms>`: should the served one never claim (it died after
+// its message), that waiter asks again as the window ends instead of at its next poll.
+const wakeHead = `${fenceHelper}${queueHelpers}local function own_channel(id)
+  local prefix = string.sub(id, 1, 2)
+  return prefix == "${grantingWaiterPrefix}" or prefix == "${ownChannelWaiterPrefix}"
+end
+local function notify(id, message)
+  if own_channel(id) then
+    return redis.call(ARGV[3], ARGV[2] .. ":" .. id, message)
   end
+  redis.call(ARGV[3], ARGV[2], message)
+  return 1
 end
 local function wake_head(now)
   purge(now)
-  local line = redis.call("ZRANGE", KEYS[2], 0, ${headsConsidered - 1})
-  for i = 1, #line do
+  local line = redis.call("ZRANGE", KEYS[2], 0, ${headsConsidered - 1}, "WITHSCORES")
+  for i = 1, #line, 2 do
     local head = line[i]
-    local served = true
-    if string.sub(head, 1, ${grantingWaiterPrefix.length}) ~= "${grantingWaiterPrefix}" then
-      redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
-      redis.call(ARGV[3], ARGV[2], head)
-    else
+    local served
+    if string.sub(head, 1, 2) == "${grantingWaiterPrefix}" then
       local token = head .. ":" .. string.format("%d", issue_fence())
-      if redis.call(ARGV[3], ARGV[2] .. ":" .. head, token .. ":" .. ARGV[4]) > 0 then
+      served = notify(head, token .. ":" .. ARGV[4]) > 0
+      if served then
         redis.call("SET", KEYS[1], token, "PX", ARGV[4])
         redis.call("ZREM", KEYS[2], head)
         redis.call("ZREM", KEYS[3], head)
-      else
-        served = false
+      end
+    else
+      served = notify(head, head) > 0
+      if served then
+        redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
+        if i > 1 then
+          redis.call("ZADD", KEYS[2], "XX", tonumber(line[2]) - 1, head)
+        end
       end
     end
     if served then
-      local behind = line[i + 1]
-      if behind then
-        notify(behind, behind .. ":next:" .. ARGV[4])
+      for j = i + 2, #line, 2 do
+        if notify(line[j], line[j] .. ":next:" .. ARGV[4]) > 0 then
+          return
+        end
       end
       return
     end
@@ -177,6 +203,15 @@ wake_head(now_ms())
  * - Reply `{0, pttl}`: another token holds it; `pttl` is its remaining lease in milliseconds (-1
  *   when the key has no expiry, which only happens when something else wrote it).
  * - Reply `{0, -2}`: the key is free, but an earlier registered waiter has the next turn.
+ * - ARGV[5..7], optional: the lock's wake-up channel (`wakeChannel`), the publish command (`PUBLISH`,
+ *   or `SPUBLISH` on Cluster) and the claim window in milliseconds, as a release gets them. With
+ *   them, a free key with waiters ahead of the caller (the key expired or was deleted: no release
+ *   served anyone) goes to the first of them that can take it: one already served within the claim
+ *   window keeps its turn while anybody listens on its channel (asked with `<id>:next:<claim ms>`),
+ *   one not yet served is woken (its id) and its registration cut to the claim window, and one
+ *   nobody listens for (its process is gone) is passed over, keeping its place. Only a waiter with a
+ *   channel of its own (`grantingWaiterPrefix`, `ownChannelWaiterPrefix`) can be asked; a plain id
+ *   (an earlier version) always keeps its turn. Without them, the head of the line has the turn.
  * - With a waiter id, a busy reply also registers (or refreshes) the caller: its place in line is
  *   kept from its first registration; the queue keys expire when nobody refreshes them. The reply
  *   then has a third element, the fence floor: the last fencing token issued (or the server time in
@@ -206,17 +241,48 @@ if current == ARGV[1] or (waiter ~= "" and current and string.sub(current, 1, #w
   end
   return {1, tonumber(redis.call("GET", KEYS[4]) or "") or issue_fence()}
 end
+local function first_in_line(now)
+  local line = redis.call("ZRANGE", KEYS[2], 0, ${headsConsidered - 1})
+  if ARGV[5] == nil then
+    return line[1] == nil or line[1] == waiter
+  end
+  local claim_ends = now + tonumber(ARGV[7])
+  local served = {}
+  for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", claim_ends)) do
+    served[id] = true
+  end
+  for i = 1, #line do
+    local id = line[i]
+    if id == waiter then
+      return true
+    end
+    local prefix = string.sub(id, 1, 2)
+    if prefix ~= "${grantingWaiterPrefix}" and prefix ~= "${ownChannelWaiterPrefix}" then
+      return false
+    end
+    local channel = ARGV[5] .. ":" .. id
+    if served[id] then
+      if redis.call(ARGV[6], channel, id .. ":next:" .. ARGV[7]) > 0 then
+        return false
+      end
+    elseif redis.call(ARGV[6], channel, id) > 0 then
+      redis.call("ZADD", KEYS[3], "LT", claim_ends, id)
+      return false
+    end
+  end
+  return #line < ${headsConsidered}
+end
 local now = nil
 if current == false then
-  local head = nil
+  local mine = true
   if queued then
     now = now_ms()
     purge(now)
-    head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+    mine = first_in_line(now)
   end
-  if head == nil or head == waiter then
+  if mine then
     redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-    if head ~= nil then
+    if queued and waiter ~= "" then
       redis.call("ZREM", KEYS[2], waiter)
       redis.call("ZREM", KEYS[3], waiter)
     end
@@ -290,13 +356,17 @@ export const renewKeysOf = (lockKey: string): readonly [string, string] => [lock
  *   window (a new fence is issued, as an acquisition would) and the message, on the head's own
  *   channel (`grantChannel`, so other processes are not woken), is that token and the window,
  *   `<head>:<fence>:<claim ms>`. The head starts at once and renews the key to its own lease. A
- *   granting head whose message reaches nobody (its process is gone, or it has not subscribed yet)
- *   keeps its place and is passed over: the next one in line is served instead (among the first
- *   16). Any other head is named in the message (its id alone) and its
- *   registration is cut to the claim window.
- * - The waiter behind the one served hears `<id>:next:<claim ms>` (on its own channel when it is a
- *   granting one): if the head never claims (its process died after the message), that waiter asks
- *   again when the window ends, so a dead head holds up the line for the claim window at most.
+ *   head whose id begins with `ownChannelWaiterPrefix` is named on its own channel (its id alone)
+ *   and its registration is cut to the claim window; so is any other head, on the lock's shared
+ *   channel (ARGV[2]).
+ * - A head of either prefix whose message reaches nobody (its process is gone, or it has not
+ *   subscribed yet) keeps its place and is passed over: the next one in line is served by the same
+ *   release (among the first 16). A woken waiter served past others is moved to the head of the
+ *   line (its score in KEYS[2] set below the first's), so its acquire is not refused as "queued".
+ * - The first waiter behind the one served that hears it gets `<id>:next:<claim ms>` (on its own
+ *   channel when it has one): if the head never claims (its process died after the message), that
+ *   waiter asks again when the window ends, so a dead head holds up the line for the claim window at
+ *   most.
  *
  * @category scripting
  * @since 0.1.0

@@ -76,6 +76,39 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
       })
     )
 
+    it.live("a key that expires under waiters whose process is gone goes to the live waiter behind them", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        const backend = yield* NodeRedisBackend.make({ url: server.url })
+        const waiter = yield* clientOver(backend)
+        // A holder that died: its lease runs out in 300 ms, and no release will serve anyone.
+        yield* server.command("SET", lockKeyOf("k"), "dead-holder", "PX", "300")
+        // Two waiters registered ahead of the live one, for 10 s, whose processes are gone.
+        for (const id of ["g.dead", "w.dead"]) {
+          const reply = yield* backend.acquire({
+            key: lockKeyOf("k"),
+            token: `${id}-token`,
+            leaseMillis: 30_000,
+            timeoutMillis: 1_000,
+            acknowledge: false,
+            waiter: { id, ttlMillis: 10_000 }
+          })
+          assert.strictEqual(reply._tag, "Busy")
+        }
+        const startedAt = performance.now()
+        const enteredAfter = yield* waiter.withLock("k", { waitTimeout: "5 seconds" })(
+          Effect.sync(() => performance.now() - startedAt)
+        )
+        // At the expiry (its last busy reply said when), not when the dead registrations lapse.
+        assert.isBelow(enteredAfter, 1_500, `entered ${Math.round(enteredAfter)} ms after it began to wait`)
+        assert.deepStrictEqual(
+          yield* waiterIds(server, "k"),
+          ["g.dead", "w.dead"],
+          "the gone waiters keep their places until they lapse"
+        )
+      })
+    )
+
     it.live("a user who may not subscribe gets NOPERM at once, not a loop of attempts and refused SUBSCRIBEs", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })

@@ -76,15 +76,18 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             // Then fencedSet refused tokens that are not positive integers below 2^53 (Lua reads
             // `NaN` and `Infinity` as numbers); it is not a lock script, so nothing else changed.
             // Then renew and renewAll keep the fence key (they declare it after the lock keys), and
-            // release and leave pass over a granting head nobody listens for and tell the waiter
-            // behind the one served when its claim window ends. Older clients renew without keeping
-            // the fence key and ignore the new message, so they still share a namespace.
-            "c340ee2bf90e8ec31af589e2195e6c623577cf24",
+            // release and leave name a waiter on a channel of its own (ids `g.` and `w.`), pass over
+            // one nobody listens for, and tell the waiter behind the one served when its claim window
+            // ends. Older clients renew without keeping the fence key, use plain ids (woken on the
+            // shared channel as before) and ignore the new message, so they still share a namespace.
+            // Acquire takes the wake-up channel too (ARGV[5..7], optional): a free key then goes past
+            // waiters whose process is gone to the first live one, which it wakes.
+            "936a26e32631d5b66cb890f984ed6a5823fae6ca",
             "bf20c7939e2f35338ef3e69fc221cc7a3fad9bde",
-            "236e5695d349897babcfca9f18318f37a7f96e73",
+            "618544e8fee0defb69d9def911f84f8076eb3faa",
             "12e0c1db266ec54a986e2e461975cff34db6116e",
             "9d70df84f036981767bda38aefcfee64ac95909e",
-            "53203af86b4a33cc1eb7e5ab4981cfa85317cd5e",
+            "89ab1c45abc0ae44e874b67d48584469e4c745c3",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
             "352a8e19d925285c30c727c12e522986bea061a9"
           ]

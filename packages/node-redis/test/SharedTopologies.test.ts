@@ -78,12 +78,12 @@ describe("a shared Sentinel client", () => {
       assert.isBelow(gap, wokenWithinMillis, `woken through the shared pub/sub: handoff took ${gap.toFixed(1)} ms`)
       assert.deepStrictEqual(sentinelsDuring, sentinelsBefore, "the lock connected to no sentinel")
       assert.isTrue(
-        subscribed.some((channel) => channel.endsWith(":wake")),
-        `the wake channel was subscribed: ${subscribed}`
+        subscribed.some((channel) => channel.includes(":wake:w.")),
+        `the waiter's own wake channel was subscribed: ${subscribed}`
       )
       const after = yield* channels(master, "CHANNELS")
       assert.isFalse(
-        after.some((channel) => channel.endsWith(":wake")),
+        after.some((channel) => channel.includes(":wake:w.")),
         `the lock's channels were dropped with its layer: ${after}`
       )
       assert.strictEqual(yield* Effect.promise(() => sentinel.ping()), "PONG", "the client is still open")
@@ -145,12 +145,12 @@ describe("a shared Cluster client", () => {
         `woken through the shared sharded pub/sub: handoff took ${gap.toFixed(1)} ms`
       )
       assert.isTrue(
-        subscribed.some((channel) => channel.endsWith(":wake")),
-        `the wake channel was subscribed: ${subscribed}`
+        subscribed.some((channel) => channel.includes(":wake:w.")),
+        `the waiter's own wake channel was subscribed: ${subscribed}`
       )
       const after = yield* channels(owner, "SHARDCHANNELS")
       assert.isFalse(
-        after.some((channel) => channel.endsWith(":wake")),
+        after.some((channel) => channel.includes(":wake:w.")),
         `the lock's channels were dropped with its layer: ${after}`
       )
       assert.strictEqual(

@@ -403,7 +403,7 @@ const backendOver = (
         known,
         request,
         Scripts.acquire,
-        Scripts.acquireCall(request),
+        Scripts.acquireCall(request, topology.publish),
         (reply) =>
           Result.map(
             readAcquire(reply),

@@ -39,17 +39,31 @@ export const evalArgs = (
 /** The publish command releases use to wake a waiter: sharded on Cluster, plain elsewhere. */
 export type Publish = "PUBLISH" | "SPUBLISH"
 
-/** `KEYS` and `ARGV` of the acquire script for a request. */
-export const acquireCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.acquireKeysOf(request.key),
-  [request.token, String(request.leaseMillis), request.waiter?.id ?? "", String(request.waiter?.ttlMillis ?? 0)]
-]
-
 /**
  * How long a woken waiter has to claim a released lock before the line moves past it: a live one
  * claims within a round trip; a dead one holds up the others for this long at most.
  */
 export const claimMillis = 500
+
+/**
+ * `KEYS` and `ARGV` of the acquire script for a request: with the wake-up channel, so that a free key
+ * goes past waiters whose process is gone to the first live one.
+ */
+export const acquireCall = (
+  request: LeaseRequest,
+  publish: Publish
+): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  LockScripts.acquireKeysOf(request.key),
+  [
+    request.token,
+    String(request.leaseMillis),
+    request.waiter?.id ?? "",
+    String(request.waiter?.ttlMillis ?? 0),
+    LockScripts.wakeChannel(request.key),
+    publish,
+    String(claimMillis)
+  ]
+]
 
 /** `KEYS` and `ARGV` of the release script for a request. */
 export const releaseCall = (

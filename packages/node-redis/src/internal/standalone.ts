@@ -247,7 +247,7 @@ export const backendOver = (options: {
       acquire: (request) =>
         scriptsOver(sendFor(request.key))(
           Scripts.acquire,
-          ...Scripts.acquireCall(request),
+          ...Scripts.acquireCall(request, "PUBLISH"),
           request.timeoutMillis,
           readAcquire
         ),

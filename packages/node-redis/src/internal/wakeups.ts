@@ -1,16 +1,17 @@
 // Cross-process wake-up for waiters: one subscriber connection per backend (node-redis keeps one per
 // shard on Cluster), shared by every waiter of every lock client over it.
 //
-// A waiter subscribes to its lock's wake channel the first time it waits for that lock; the
-// subscription stays while the channel is in use and is dropped after a minute of disuse, so a hot
-// key does not pay SUBSCRIBE/UNSUBSCRIBE per wait. A release publishes the id of the waiter whose
-// turn it is; only that waiter is resumed (every other process ignores the message), so one release
-// sends one waiter to the server. A release may also hand the lock straight to a granting waiter
-// (standalone only, see `LockScripts.grantingWaiterPrefix`): the message is then
-// `<id>:<fence>:<claim ms>`, on a channel of that waiter's own (`LockScripts.grantChannel`), so no
-// other process wakes, and the waiter resumes holding the lock (`Granted`). The waiter behind the one
-// served hears `<id>:next:<claim ms>` (`Next`), and asks when that claim window ends should the lock
-// not be taken. node-redis resubscribes after a reconnect or failover (and follows slot moves on
+// A waiter subscribes to its own channel for a lock (`LockScripts.grantChannel`) the first time it
+// waits for that lock; the subscription stays while the channel is in use and is dropped after a
+// minute of disuse, so a hot key does not pay SUBSCRIBE/UNSUBSCRIBE per wait. A release names the
+// waiter whose turn it is on that channel, so no other process wakes, and the release can tell from
+// the message's reach whether anybody still listens. On Sentinel and Cluster the message is the
+// waiter's id (see `LockScripts.ownChannelWaiterPrefix`): it resumes to ask. On standalone the
+// release hands the lock straight to the waiter (`LockScripts.grantingWaiterPrefix`): the message is
+// then `<id>:<fence>:<claim ms>`, and the waiter resumes holding the lock (`Granted`). Waiters of
+// earlier versions (plain ids) are named on the lock's shared channel, which this module still
+// serves. The waiter behind the one served hears `<id>:next:<claim ms>` (`Next`), and asks when that
+// claim window ends should the lock not be taken. node-redis resubscribes after a reconnect or failover (and follows slot moves on
 // Cluster); any message lost meanwhile only costs the waiter its retry delay.
 //
 // A subscription the server refuses for good (`NOPERM`) fails the wait, and so the call, with that
@@ -122,6 +123,8 @@ export const make = (options: {
       const { waiterId, message } = messageOf(text)
       const resumers = entry.waiting.get(waiterId)
       if (resumers === undefined || resumers.size === 0) {
+        // A waiter that is not waiting has nothing to wait out: it is attempting, or already served.
+        if (message?._tag === "Next") return
         // Most of these name waiters of other processes, which never come to claim them: forget the
         // stale ones now and then, so a key that is never idle does not collect every id it saw.
         const now = performance.now()
@@ -250,9 +253,11 @@ export const make = (options: {
       millis: number
     ): Effect.Effect<boolean | Granted | Next, LockRedisError> =>
       Effect.suspend(() => {
-        const channel = waiterId.startsWith(LockScripts.grantingWaiterPrefix)
-          ? LockScripts.grantChannel(key, waiterId)
-          : LockScripts.wakeChannel(key)
+        const channel =
+          waiterId.startsWith(LockScripts.grantingWaiterPrefix) ||
+          waiterId.startsWith(LockScripts.ownChannelWaiterPrefix)
+            ? LockScripts.grantChannel(key, waiterId)
+            : LockScripts.wakeChannel(key)
         const existing = channels.get(channel)
         if (existing === undefined) {
           // A fresh subscription may have missed a release: once it is in place, retry at once.
