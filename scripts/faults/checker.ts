@@ -1,27 +1,12 @@
 // The independent checker: from the workers' lines alone (and the parent's record of which worker it
-// paused or killed when), it counts what happened and finds every pair of lock bodies on the same key
-// whose intervals overlap on the shared monotonic clock. It knows nothing of the lock's internals.
-import type { Outcome, WorkerLine } from "./protocol.ts"
+// paused or killed when), it counts what happened, finds every pair of lock bodies on the same key
+// whose intervals overlap on the shared monotonic clock, and checks each key's grant history
+// (history.ts: token order, how every grant ended, idle keys). It knows nothing of the lock's internals.
+import { assembleCalls, bodyEnd, type Call, describeCall, faultCovers, killTime, type WorkerFault } from "./calls.ts"
+import { checkHistory, type ClockOffset, type History } from "./history.ts"
+import type { WorkerLine } from "./protocol.ts"
 
-/** One `withLock` call as its worker reported it (times in microseconds). */
-export interface Call {
-  readonly id: string
-  readonly worker: number
-  readonly key: string
-  readonly begin: number
-  entered?: number
-  left?: number
-  ended?: number
-  outcome?: Outcome
-  detail?: string
-}
-
-/** What the parent did to a worker process: paused it from..to, or killed it at. */
-export interface WorkerFault {
-  readonly worker: number
-  readonly from: number
-  readonly to: number
-}
+export type { Call, WorkerFault }
 
 export interface CheckInput {
   readonly lines: ReadonlyArray<{ readonly worker: number; readonly line: WorkerLine }>
@@ -34,6 +19,10 @@ export interface CheckInput {
   readonly endedAt: number
   /** LockRedisError codes the scenario expects (e.g. OOM); others are unexpected. */
   readonly expectedErrorCodes: ReadonlyArray<string>
+  /** The workers' lease: how long a killed holder's key may stay held. */
+  readonly leaseMillis: number
+  /** The servers' clock against the monotonic one, when it could be measured. */
+  readonly clockOffset: ClockOffset | undefined
 }
 
 export interface Overlap {
@@ -63,6 +52,8 @@ export interface Counts {
    * detail, with how many): what to read when nothing was acquired after the fault.
    */
   failedAfterHeal: Record<string, number>
+  /** Each key's grants in order: fencing tokens, how grants ended, takeovers after kills, idle keys. */
+  history: History
 }
 
 /** What the docs allow past `waitTimeout`: the bounded release of an attempt that may have succeeded. */
@@ -70,40 +61,9 @@ const hangSlackMicros = 1_000_000
 /** Scheduling tolerance on a shared 2-core machine (timers, event-loop turns): a hang is far longer. */
 const toleranceMicros = 250_000
 
-const faultCovers = (faults: ReadonlyArray<WorkerFault>, call: Call, until: number): boolean =>
-  faults.some((fault) => fault.worker === call.worker && fault.from < until && fault.to > call.begin)
-
 /** Assembles the calls from the lines and counts. */
 export const check = (input: CheckInput): Counts => {
-  const calls = new Map<string, Call>()
-  for (const { worker, line } of input.lines) {
-    switch (line[0]) {
-      case "B":
-        calls.set(line[1], { id: line[1], worker, key: line[2], begin: line[3] })
-        break
-      case "E": {
-        const call = calls.get(line[1])
-        if (call !== undefined) call.entered = line[2]
-        break
-      }
-      case "L": {
-        const call = calls.get(line[1])
-        if (call !== undefined) call.left = line[2]
-        break
-      }
-      case "X": {
-        const call = calls.get(line[1])
-        if (call !== undefined) {
-          call.ended = line[2]
-          call.outcome = line[3]
-          call.detail = line[4]
-        }
-        break
-      }
-      default:
-        break
-    }
-  }
+  const calls = assembleCalls(input.lines)
   const counts: Counts = {
     calls: calls.size,
     acquisitions: 0,
@@ -116,10 +76,16 @@ export const check = (input: CheckInput): Counts => {
     hangs: [],
     longestGapMillis: 0,
     longestWaitMillis: 0,
-    failedAfterHeal: {}
+    failedAfterHeal: {},
+    history: checkHistory({
+      calls: calls.values(),
+      workerFaults: input.workerFaults,
+      endedAt: input.endedAt,
+      leaseMillis: input.leaseMillis,
+      clockOffset: input.clockOffset
+    })
   }
-  const killedAt = (call: Call): number | undefined =>
-    input.workerFaults.find((fault) => fault.worker === call.worker && fault.to === Infinity)?.from
+  const killedAt = (call: Call): number | undefined => killTime(input.workerFaults, call.worker)
   const waitLimit = input.waitTimeoutMillis * 1000 + hangSlackMicros + toleranceMicros
 
   for (const call of calls.values()) {
@@ -186,7 +152,7 @@ export const check = (input: CheckInput): Counts => {
     for (const call of list) {
       const entered = call.entered ?? 0
       for (const earlier of open) {
-        const leftAt = earlier.left ?? killedAt(earlier) ?? input.endedAt
+        const leftAt = bodyEnd(earlier, input.workerFaults, input.endedAt)
         if (leftAt > entered) {
           counts.overlaps.push({ key, first: earlier, second: call, surfaced: earlier.outcome === "LockLost" })
         }
@@ -196,7 +162,7 @@ export const check = (input: CheckInput): Counts => {
       for (let i = open.length - 1; i >= 0; i--) {
         const other = open[i]
         if (other === undefined) continue
-        const leftAt = other.left ?? killedAt(other) ?? input.endedAt
+        const leftAt = bodyEnd(other, input.workerFaults, input.endedAt)
         if (leftAt <= entered) open.splice(i, 1)
       }
     }
@@ -212,13 +178,8 @@ export const check = (input: CheckInput): Counts => {
   return counts
 }
 
-const ms = (micros: number | undefined): string => (micros === undefined ? "?" : (micros / 1000).toFixed(1))
-
 /** Pretty form of an overlap for reports. */
-export const describeOverlap = (overlap: Overlap): string => {
-  return `${overlap.key}: ${overlap.first.id} [${ms(overlap.first.entered)}, ${ms(overlap.first.left)}] ${
-    overlap.first.outcome ?? "open"
-  } ${overlap.first.detail ?? ""} vs ${overlap.second.id} entered ${ms(overlap.second.entered)} (${
+export const describeOverlap = (overlap: Overlap): string =>
+  `${overlap.key}: ${describeCall(overlap.first)} vs ${describeCall(overlap.second)} (${
     overlap.surfaced ? "surfaced as LockLost" : "SILENT"
   })`
-}

@@ -1,14 +1,14 @@
 // The three deployments the fault matrix runs on, started from the test kit for one scope, with what
 // a scenario needs to aim its fault: the current master of a lock key, its replicas, every data node,
-// and the keys a namespace still has on the masters when the run is over.
+// and (for the final read of the servers) the master a key settled on after the run.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { LockScripts } from "@sage/lock"
 import {
   Acl,
   ClusterTopology,
   FaultProxy,
   RedisServer,
+  Replicated,
   SentinelTopology,
   type ServerBinary,
   type TestkitError
@@ -178,29 +178,24 @@ export const start = (
 }
 
 /**
- * The keys of `namespace` still on the masters that own `redisKeys` now (lock keys and their waiter
- * companions share the lock's hash tag, so they live on the same master), except the locks' fence
- * keys, which are kept on purpose.
+ * The master that owns `redisKey` now, read with care for what the run's faults leave behind: on
+ * Sentinel the node every live Sentinel has settled on (a resumed or restarted old master answers
+ * `ROLE` = master for ~10 s, and one Sentinel may still name it), on Cluster the slot's master in
+ * the slot map once its own `ROLE` agrees (a demoted master keeps the slot map's old view briefly).
  */
-export const keysLeft = (
+export const settledMasterFor = (
   deployment: Deployment,
-  namespace: string,
-  redisKeys: ReadonlyArray<string>
-): Effect.Effect<Array<string>, TestkitError.TestkitError> =>
+  redisKey: string
+): Effect.Effect<RedisServer.RedisServer, TestkitError.TestkitError> =>
   Effect.gen(function* () {
-    const masters = new Map<number, RedisServer.RedisServer>()
-    for (const key of redisKeys) {
-      const master = yield* deployment.masterFor(key)
-      masters.set(master.port, master)
+    if (deployment.sentinel !== undefined) {
+      return yield* SentinelTopology.waitForMaster(deployment.sentinel, () => true, { timeoutMs: 15_000 })
     }
-    // A lock's fence key outlives it on purpose (the last fencing token, kept for a week): not a leak.
-    const fenceKeys = new Set(redisKeys.map((key) => LockScripts.fenceKey(key)))
-    const found = new Set<string>()
-    for (const master of masters.values()) {
-      const reply = yield* master.commandWith({ timeoutMs: 2000 }, "KEYS", `${namespace}:*`)
-      for (const key of Array.isArray(reply) ? reply : []) {
-        if (!fenceKeys.has(String(key))) found.add(String(key))
+    for (let attempt = 0; ; attempt++) {
+      const master = yield* deployment.masterFor(redisKey)
+      if (deployment.cluster === undefined || (yield* Replicated.role(master)) === "master" || attempt >= 50) {
+        return master
       }
+      yield* Effect.sleep(100)
     }
-    return [...found].toSorted()
   })

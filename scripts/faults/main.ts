@@ -14,6 +14,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { ServerBinary } from "@sage/lock-testkit"
 import { formatMarkdown } from "../tooling/markdown.ts"
 import { deploymentKinds, type DeploymentKind } from "./deployments.ts"
+import { idleMillis, takeoverMillis } from "./history.ts"
 import { renderReport, serverVersions } from "./report.ts"
 import { type CellResult, defaultSettings, runCell } from "./run.ts"
 import { scenarios } from "./scenarios.ts"
@@ -69,10 +70,23 @@ const program = Effect.gen(function* () {
               `(${(result.millis / 1000).toFixed(1)} s) acq=${c?.acquisitions ?? "-"} timedOut=${c?.timedOut ?? "-"} ` +
               `lost=${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} ` +
               `errors=${c?.expectedErrors ?? "-"} overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} ` +
-              `gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length}`
+              `gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length} ` +
+              `grants=${c?.history.grants ?? "-"} tokens=${c?.history.tokenViolations.length ?? "-"} ` +
+              `ahead=${c?.history.tokensAhead ?? "-"} idle=${idleMillis(c) ?? "-"}ms ` +
+              `takeover=${c === undefined ? "-" : c.history.takeovers.map((t) => `${takeoverMillis(t) ?? "none"}ms`).join("/") || "-"} ` +
+              `stranded=${result.strandedRegistrations}`
           )
+          for (const note of result.notes) console.log(`    note: ${note}`)
           for (const problem of result.problems.slice(0, 8)) console.log(`    ${problem}`)
-          if (process.env["FAULTS_DEBUG"] === "1") for (const log of result.logs) console.log(`    log: ${log}`)
+          if (process.env["FAULTS_DEBUG"] === "1") {
+            for (const log of result.logs) console.log(`    log: ${log}`)
+            const idle = c?.history.longestIdle
+            if (idle !== undefined) {
+              console.log(
+                `    idle: ${idle.key} ${(idle.from / 1000).toFixed(1)}..${(idle.to / 1000).toFixed(1)} ms, waiting ${idle.waiting.join(", ")}`
+              )
+            }
+          }
         })
       ),
     { concurrency: jobs }

@@ -2,7 +2,9 @@
 // (one JSON argument) and one JSON array a line on the worker's stdout for every step of every call.
 // Times are microseconds on the host's monotonic clock (CLOCK_MONOTONIC through process.hrtime), which
 // every process on the machine reads alike, so intervals from different workers and the parent's fault
-// marks compare directly; a wall clock could step in between.
+// marks compare directly; a wall clock could step in between. Fencing tokens are the granting server's
+// time in microseconds (docs/fencing.md): the parent measures that clock against the monotonic one
+// (see serverState.ts) instead of the workers asking the server for the time around every grant.
 import * as Schema from "effect/Schema"
 
 /** How a worker reaches the deployment; each worker builds its own clients. */
@@ -47,8 +49,9 @@ export const monotonicMicros = (): number => Number(process.hrtime.bigint() / 10
 /**
  * One stdout line of a worker, as a JSON array:
  * - `["ready", pid]` once its lock layer is built; `["fatal", message]` if it cannot be;
- * - `["B", call, key, t]` a `withLock` call begins; `["E", call, t, bodyMillis]` its body entered (first thing
- *   the body does) and how long it will run; `["L", call, t]` its body left (last thing, also when failed or interrupted);
+ * - `["B", call, key, t]` a `withLock` call begins; `["E", call, t, bodyMillis, fencingToken]` its body entered
+ *   (first thing the body does), how long it will run and the grant's fencing token (`Lease.fencingToken`);
+ *   `["L", call, t]` its body left (last thing, also when failed or interrupted);
  * - `["X", call, t, outcome, detail]` the call returned: outcome `ok`, `TimedOut`, `LockLost`,
  *   `LockRedisError`, `InvalidArgument` or `defect`; detail is the phase/reason or code;
  * - `["done"]` after every fiber stopped; `["closed"]` once the lock layer (its connections) is closed.
@@ -58,7 +61,7 @@ export type WorkerLine =
   | readonly ["ready", number]
   | readonly ["fatal", string]
   | readonly ["B", string, string, number]
-  | readonly ["E", string, number, number]
+  | readonly ["E", string, number, number, number]
   | readonly ["L", string, number]
   | readonly ["X", string, number, Outcome, string]
   | readonly ["done"]

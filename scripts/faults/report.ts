@@ -4,7 +4,9 @@ import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { ServerBinary } from "@sage/lock-testkit"
+import { idleMillis } from "./history.ts"
 import type { CellResult, Settings } from "./run.ts"
+import { registrationLifetimeMillis } from "./serverState.ts"
 
 export const serverVersions = (flavors: ReadonlyArray<ServerBinary.Flavor>): Effect.Effect<Array<string>> =>
   Effect.sync(() =>
@@ -70,26 +72,38 @@ export const renderReport = (input: ReportInput): string => {
     "## How each cell runs",
     "",
     `A fresh deployment (standalone: one server; Sentinel: a master, 2 replicas, 3 sentinels; Cluster: 3 masters with 1 replica each), ` +
-      `then ${settings.workers} worker processes with ${settings.fibers} fibers each loop \`withLock\` on ${settings.keys} keys ` +
+      `then ${settings.workers} worker processes (more where a scenario says so) with ${settings.fibers} fibers each loop \`withLock\` on ${settings.keys} keys ` +
       `(lease ${settings.leaseMillis} ms, \`waitTimeout\` ${settings.waitTimeoutMillis} ms, bodies of ${settings.bodyMinMillis}-${settings.bodyMaxMillis} ms and ${Math.round(settings.longBodyShare * 100)} % of ${settings.longBodyMillis} ms, which span renewals, ` +
       `replica acknowledgement on). After ${settings.warmupMillis} ms the fault is injected; after it heals the workers run for ${settings.recoveryMillis} ms more, then stop. ` +
-      "Every body writes its entry and exit on the host's monotonic clock (CLOCK_MONOTONIC, shared by all processes), and an independent checker " +
-      "(scripts/faults/checker.ts) reads only those lines and the parent's record of paused or killed workers.",
+      "Every body writes its entry (with its grant's fencing token) and exit on the host's monotonic clock (CLOCK_MONOTONIC, shared by all processes), and an " +
+      "independent checker (scripts/faults/checker.ts, history.ts) reads only those lines and the parent's record of paused or killed workers. " +
+      "Fencing tokens are the granting server's time in microseconds (docs/fencing.md): the parent measures the servers' `TIME` against the monotonic " +
+      "clock before and after the run, which places each grant between its call's start and its body's entry in server time without a round trip per grant. " +
+      `Once every worker is gone, the parent reads the masters each lock key settled on (on Sentinel the one every Sentinel agrees on, on Cluster the slot's ` +
+      `master once its \`ROLE\` agrees) until nothing is left or a lease or a waiter registration (${registrationLifetimeMillis(settings.leaseMillis)} ms: two ` +
+      "backoff caps plus half a second), whichever is longer, has had time to lapse, plus a second.",
     "",
     "Columns: **calls** `withLock` calls; **acq** bodies entered; **TimedOut**; **LockLost** by phase acquire/renew/release; " +
       "**errors** `LockRedisError`s the fault is expected to cause (e.g. `OOM`); **overlaps** pairs of bodies on one key whose intervals intersect " +
-      "(with how many surfaced as `LockLost` in the overtaken holder); **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
+      "(with how many surfaced as `LockLost` in the overtaken holder); **grants** grants whose fencing token was checked against every grant " +
+      "of its key that ended before it; **token order** violations: a body that left before another entered yet holds a token not below it, " +
+      "or two grants of one key with one token; **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
       "more than 2 s after their body ended, each with 250 ms of scheduling tolerance (time a worker spent stopped by the test is not counted); " +
       "**max wait ms** the longest wait of a call, to its body or its failure; **gap ms** the longest time in which no body " +
-      "entered on any key (how hard the fault hit); **left** keys of the namespace (other than the fence keys, kept on purpose) still present " +
-      `up to lease + 4 s after the workers stopped; **unhandled** unexpected errors, defects, worker crashes, failed injections.`,
+      "entered on any key (how hard the fault hit); **idle ms** the longest time a key had no body inside while live calls (of running " +
+      "workers) waited for it, a killed holder's key counting as held for a lease after the kill (how promptly hand-offs happen); **left** " +
+      "keys of the namespace (other than fence keys, kept on purpose, and waiter queues) still present in that final read; " +
+      "**stranded** waiters still registered in a lock's queues (`<lock key>:waiters`, `<lock key>:waiting`) in it; " +
+      `**unhandled** unexpected errors, defects, worker crashes, failed injections.`,
     "",
-    "Verdicts: **exclusion**: no overlap at all. **violation**: a documented limit (docs/semantics.md, Limits) lets another holder in; every overlap " +
-      "must have surfaced as `LockLost` in the overtaken holder and at least one `LockLost` must be seen. Every cell also requires no hangs, no " +
-      "unhandled errors, no keys left and at least one acquisition after the fault healed.",
+    "Verdicts: **exclusion**: no overlap and no token-order violation at all. **violation**: a documented limit (docs/semantics.md, Limits) lets " +
+      "another holder in; every overlap must have surfaced as `LockLost` in the overtaken holder and at least one `LockLost` must be seen (token-order " +
+      "violations are counted, not failed: a stale holder is what fencing tokens are for). Every cell also requires no hangs, no unhandled errors, " +
+      "no keys left, no stranded registration, every grant ended (released, lost, failed, or its worker killed), the key of a killed holder taken " +
+      "over within its lease + 1 s when others wait for it, the idle bound where a scenario sets one, and at least one acquisition after the fault healed.",
     "",
-    "| scenario | fault | deployment | server | expected | calls | acq | TimedOut | LockLost a/r/r | errors | overlaps (surfaced) | hangs | max wait ms | gap ms | left | unhandled | result |",
-    "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+    "| scenario | fault | deployment | server | expected | calls | acq | TimedOut | LockLost a/r/r | errors | overlaps (surfaced) | grants | token order | hangs | max wait ms | gap ms | idle ms | left | stranded | unhandled | result |",
+    "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
   ]
   for (const r of results) {
     const c = r.counts
@@ -98,8 +112,10 @@ export const renderReport = (input: ReportInput): string => {
       `| ${cell(r.scenario.id)} | ${cell(r.scenario.fault)} | ${r.deployment} | ${r.flavor} | ${r.scenario.expect} | ` +
         `${c?.calls ?? "-"} | ${c?.acquisitions ?? "-"} | ${c?.timedOut ?? "-"} | ` +
         `${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} | ${c?.expectedErrors ?? "-"} | ` +
-        `${c === undefined ? "-" : `${c.overlaps.length} (${c.overlaps.filter((o) => o.surfaced).length})`} | ${c?.hangs.length ?? "-"} | ` +
-        `${c?.longestWaitMillis ?? "-"} | ${c?.longestGapMillis ?? "-"} | ${r.keysLeft.length} | ${unhandled} | ${r.pass ? "pass" : "**FAIL**"} |`
+        `${c === undefined ? "-" : `${c.overlaps.length} (${c.overlaps.filter((o) => o.surfaced).length})`} | ` +
+        `${c?.history.grants ?? "-"} | ${c?.history.tokenViolations.length ?? "-"} | ${c?.hangs.length ?? "-"} | ` +
+        `${c?.longestWaitMillis ?? "-"} | ${c?.longestGapMillis ?? "-"} | ${idleMillis(c) ?? "-"} | ${r.keysLeft.length} | ` +
+        `${r.strandedRegistrations} | ${unhandled} | ${r.pass ? "pass" : "**FAIL**"} |`
     )
   }
   lines.push("", "## Expected verdicts", "", "| scenario | expected | why |", "| --- | --- | --- |")
@@ -108,6 +124,14 @@ export const renderReport = (input: ReportInput): string => {
     if (seen.has(r.scenario.id)) continue
     seen.add(r.scenario.id)
     lines.push(`| ${cell(r.scenario.id)} | ${r.scenario.expect} | ${cell(r.scenario.why)} |`)
+  }
+  const noted = results.filter((r) => r.notes.length > 0)
+  if (noted.length > 0) {
+    lines.push("", "## What the injections recorded", "")
+    for (const r of noted) {
+      lines.push(`- **${r.scenario.id}**, ${r.deployment}, ${r.flavor}:`)
+      for (const note of r.notes) lines.push(`  - ${cell(note)}`)
+    }
   }
   lines.push("", "## Failed cells", "")
   if (failed.length === 0) lines.push("None.")

@@ -1,14 +1,22 @@
 // Runs one cell of the fault matrix: a fresh deployment, worker processes contending on a few keys,
-// the scenario's fault in the middle of the run, then the checker's counts and the verdict.
+// the scenario's fault in the middle of the run, a final read of the servers once every lease and
+// waiter registration could have lapsed, then the checker's counts and the verdict (verdict.ts).
 import * as Effect from "effect/Effect"
-import * as ChildProcess from "node:child_process"
-import * as Readline from "node:readline"
-import { fileURLToPath } from "node:url"
 import type { ServerBinary } from "@sage/lock-testkit"
-import { type Counts, check, describeOverlap, type WorkerFault } from "./checker.ts"
+import { type Counts, check, type WorkerFault } from "./checker.ts"
 import * as Deployments from "./deployments.ts"
-import { monotonicMicros, parseLine, type WorkerLine, type WorkerParams } from "./protocol.ts"
-import type { FaultContext, Scenario } from "./scenarios.ts"
+import { monotonicMicros, type WorkerLine } from "./protocol.ts"
+import type { FaultContext, Scenario } from "./scenario.ts"
+import {
+  clockOffset,
+  type Leftovers,
+  leftovers as readLeftovers,
+  registrationLifetimeMillis,
+  strandedWaiters,
+  widen
+} from "./serverState.ts"
+import { problemsOf } from "./verdict.ts"
+import { stopWorker, Workers } from "./workers.ts"
 
 export interface Settings {
   readonly workers: number
@@ -49,7 +57,12 @@ export interface CellResult {
   readonly deployment: Deployments.DeploymentKind
   readonly flavor: ServerBinary.Flavor
   readonly counts: Counts | undefined
+  /** Keys of the namespace (other than fence keys and waiter queues) still there once every lease had lapsed. */
   readonly keysLeft: ReadonlyArray<string>
+  /** Waiters still registered once every registration had lapsed (distinct waiter ids per lock). */
+  readonly strandedRegistrations: number
+  /** Figures the scenario's injection recorded (`FaultContext.note`). */
+  readonly notes: ReadonlyArray<string>
   /** Worker crashes, fatal layer errors, fault-injection failures. */
   readonly unhandled: ReadonlyArray<string>
   readonly pass: boolean
@@ -62,86 +75,10 @@ export interface CellResult {
   readonly millis: number
 }
 
-const workerPath = fileURLToPath(new URL("./worker.ts", import.meta.url))
 const namespace = "faults"
+const redisKeyOf = (key: string): string => `${namespace}:{${key}}`
 /** How long a worker may take to close its lock layer (connections) and exit after its last call. */
 const closeBoundMillis = Number(process.env["FAULTS_CLOSE_BOUND"] ?? 5000)
-
-interface Worker {
-  readonly worker: number
-  readonly child: ChildProcess.ChildProcess
-  ready: boolean
-  done: boolean
-  closed: boolean
-  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined
-  /** Calls whose body entered and has not left, with the body's planned length and key. */
-  readonly inBody: Map<string, { readonly bodyMillis: number; readonly key: string }>
-  /** The key of every call under way. */
-  readonly keyOf: Map<string, string>
-}
-
-const spawnWorker = (
-  params: WorkerParams,
-  lines: Array<{ worker: number; line: WorkerLine }>,
-  unhandled: Array<string>,
-  logs: Array<string>
-): Worker => {
-  const log = (text: string): void => {
-    // What keeps a closed worker alive is always kept, however much it logged before.
-    if ((logs.length < 20 || text.startsWith("still alive")) && text.trim() !== "") {
-      logs.push(`worker ${params.worker}: ${text.trim().slice(0, 300)}`)
-    }
-  }
-  const child = ChildProcess.spawn(
-    process.execPath,
-    ["--conditions=@sage/source", workerPath, JSON.stringify(params)],
-    {
-      stdio: ["pipe", "pipe", "pipe"]
-    }
-  )
-  child.stdin?.on("error", () => {})
-  const worker: Worker = {
-    worker: params.worker,
-    child,
-    ready: false,
-    done: false,
-    closed: false,
-    exit: undefined,
-    inBody: new Map(),
-    keyOf: new Map()
-  }
-  Readline.createInterface({ input: child.stdout!, crlfDelay: Infinity }).on("line", (text) => {
-    const line = parseLine(text)
-    if (line === undefined) return log(text)
-    lines.push({ worker: params.worker, line })
-    if (line[0] === "ready") worker.ready = true
-    else if (line[0] === "done") worker.done = true
-    else if (line[0] === "closed") worker.closed = true
-    else if (line[0] === "fatal") unhandled.push(`worker ${params.worker}: ${line[1]}`)
-    else if (line[0] === "B") worker.keyOf.set(line[1], line[2])
-    else if (line[0] === "E") worker.inBody.set(line[1], { bodyMillis: line[3], key: worker.keyOf.get(line[1]) ?? "" })
-    else if (line[0] === "L") worker.inBody.delete(line[1])
-    else if (line[0] === "X") worker.keyOf.delete(line[1])
-  })
-  Readline.createInterface({ input: child.stderr!, crlfDelay: Infinity }).on("line", log)
-  child.once("close", (code, signal) => {
-    worker.exit = { code, signal }
-  })
-  return worker
-}
-
-const stopWorker = (worker: Worker): Promise<void> =>
-  new Promise((resolve) => {
-    const child = worker.child
-    if (child.exitCode !== null || child.signalCode !== null) return resolve()
-    const escalate = setTimeout(() => child.kill("SIGKILL"), 3000)
-    child.once("close", () => {
-      clearTimeout(escalate)
-      resolve()
-    })
-    child.kill("SIGCONT")
-    child.kill("SIGTERM")
-  })
 
 const waitFor = (what: () => boolean, timeoutMillis: number): Effect.Effect<boolean> =>
   Effect.gen(function* () {
@@ -165,9 +102,12 @@ export const runCell = (
     const lines: Array<{ worker: number; line: WorkerLine }> = []
     const unhandled: Array<string> = []
     const logs: Array<string> = []
+    const notes: Array<string> = []
+    const scenarioProblems: Array<string> = []
     const workerFaults: Array<WorkerFault> = []
     const keys = Array.from({ length: settings.keys }, (_, i) => `k${i}`)
-    const redisKeys = keys.map((key) => `${namespace}:{${key}}`)
+    const redisKeys = keys.map(redisKeyOf)
+    const workerCount = scenario.workers ?? settings.workers
     const outcome = yield* Effect.scoped(
       Effect.gen(function* () {
         // Starting six cluster nodes on a loaded 2-core machine sometimes misses a 1 s admin-command
@@ -175,29 +115,26 @@ export const runCell = (
         const deployment = yield* Deployments.start(kind, flavor, scenario.deploymentOptions).pipe(
           Effect.retry({ times: 2 })
         )
+        const offsetBefore = yield* clockOffset(deployment)
+        const pool = new Workers(lines, unhandled, logs, redisKeyOf)
         const workers = yield* Effect.acquireRelease(
           Effect.sync(() =>
-            Array.from({ length: settings.workers }, (_, i) =>
-              spawnWorker(
-                {
-                  worker: i + 1,
-                  connection: deployment.connectionFor(i + 1),
-                  namespace,
-                  keys,
-                  fibers: settings.fibers,
-                  leaseMillis: settings.leaseMillis,
-                  waitTimeoutMillis: settings.waitTimeoutMillis,
-                  bodyMinMillis: settings.bodyMinMillis,
-                  bodyMaxMillis: settings.bodyMaxMillis,
-                  longBodyShare: settings.longBodyShare,
-                  longBodyMillis: settings.longBodyMillis,
-                  replicaAcknowledgement: true,
-                  ...(deployment.auth === undefined ? {} : { auth: deployment.auth })
-                },
-                lines,
-                unhandled,
-                logs
-              )
+            Array.from({ length: workerCount }, (_, i) =>
+              pool.spawn({
+                worker: i + 1,
+                connection: deployment.connectionFor(i + 1),
+                namespace,
+                keys,
+                fibers: settings.fibers,
+                leaseMillis: settings.leaseMillis,
+                waitTimeoutMillis: settings.waitTimeoutMillis,
+                bodyMinMillis: settings.bodyMinMillis,
+                bodyMaxMillis: settings.bodyMaxMillis,
+                longBodyShare: settings.longBodyShare,
+                longBodyMillis: settings.longBodyMillis,
+                replicaAcknowledgement: true,
+                ...(deployment.auth === undefined ? {} : { auth: deployment.auth })
+              })
             )
           ),
           (workers) => Effect.promise(() => Promise.all(workers.map(stopWorker)))
@@ -226,21 +163,26 @@ export const runCell = (
           killWorker: (n) =>
             Effect.sync(() => {
               const w = workers[n - 1]
-              if (w === undefined) return
+              if (w === undefined || w.killed) return
               w.child.kill("SIGKILL")
+              w.killed = true
               workerFaults.push({ worker: n, from: monotonicMicros(), to: Infinity })
             }),
           holderWorker: (minBodyMillis = 0) =>
             Effect.gen(function* () {
               for (;;) {
                 for (const w of workers) {
-                  if (w.exit !== undefined) continue
+                  if (w.exit !== undefined || w.killed) continue
                   const body = [...w.inBody.values()].find((candidate) => candidate.bodyMillis >= minBodyMillis)
-                  if (body !== undefined) return { worker: w.worker, redisKey: `${namespace}:{${body.key}}` }
+                  if (body !== undefined) return { worker: w.worker, redisKey: redisKeyOf(body.key) }
                 }
                 yield* Effect.sleep(5)
               }
-            })
+            }),
+          workers: Effect.sync(() => pool.views()),
+          nextHandOff: (options) => Effect.promise(() => pool.nextHandOff(options)),
+          fail: (problem) => Effect.sync(() => void scenarioProblems.push(problem)),
+          note: (text) => Effect.sync(() => void notes.push(text))
         }
         const faultStartedAt = monotonicMicros()
         const injected = yield* Effect.result(
@@ -255,8 +197,7 @@ export const runCell = (
         yield* waitFor(() => workers.every((w) => w.done || w.exit !== undefined), bound)
         const endedAt = monotonicMicros()
         for (const w of workers) {
-          const killed = workerFaults.some((f) => f.worker === w.worker && f.to === Infinity)
-          if (!w.done && !killed) unhandled.push(`worker ${w.worker} did not finish within ${bound} ms of "stop"`)
+          if (!w.done && !w.killed) unhandled.push(`worker ${w.worker} did not finish within ${bound} ms of "stop"`)
         }
         // A worker that reported "done" closes its lock layer and exits by itself; closing must be bounded.
         const closing = Date.now()
@@ -276,27 +217,26 @@ export const runCell = (
         if (process.env["FAULTS_DEBUG"] === "1") console.log(`closing took ${Date.now() - closing} ms`)
         yield* Effect.promise(() => Promise.all(workers.map(stopWorker)))
         for (const w of workers) {
-          const killed = workerFaults.some((f) => f.worker === w.worker && f.to === Infinity)
-          if (!killed && w.done && w.exit !== undefined && w.exit.code !== 0) {
+          if (!w.killed && w.done && w.exit !== undefined && w.exit.code !== 0) {
             unhandled.push(`worker ${w.worker} exited with ${w.exit?.code ?? w.exit?.signal}`)
           }
         }
-        // Keys left behind: whatever a lapsed lease or registration leaves must expire on its own.
-        let left: Array<string> = []
-        const leftDeadline = Date.now() + settings.leaseMillis + 4000
-        for (;;) {
-          const found = yield* Effect.result(Deployments.keysLeft(deployment, namespace, redisKeys))
-          left = found._tag === "Success" ? found.success : [`(cannot list: ${found.failure.message})`]
-          if (left.length === 0 || Date.now() > leftDeadline) break
-          yield* Effect.sleep(250)
-        }
+        // Every worker is gone: whatever a lease or a registration left must lapse within its lifetime
+        // (a kill or a fault may have left both just renewed or refreshed), plus a second for expiry.
+        const lapse = Math.max(settings.leaseMillis, registrationLifetimeMillis(settings.leaseMillis)) + 1000
+        const reading = Date.now()
+        const left = yield* readLeftovers(deployment, namespace, redisKeys, lapse)
+        if (process.env["FAULTS_DEBUG"] === "1") console.log(`the final read took ${Date.now() - reading} ms`)
+        const offset = widen(offsetBefore, yield* clockOffset(deployment))
         const counts = check({
           lines,
           waitTimeoutMillis: settings.waitTimeoutMillis,
           workerFaults,
           healedAt,
           endedAt: Math.max(endedAt, stoppedAt),
-          expectedErrorCodes: scenario.expectedErrorCodes ?? []
+          expectedErrorCodes: scenario.expectedErrorCodes ?? [],
+          leaseMillis: settings.leaseMillis,
+          clockOffset: offset
         })
         return { counts, left, faultStartedAt, healedAt }
       })
@@ -307,39 +247,22 @@ export const runCell = (
       })
     )
     const counts = outcome?.counts
-    const keysLeft = outcome?.left ?? []
-    const problems: Array<string> = [...unhandled]
-    if (counts !== undefined) {
-      const lost = counts.lockLost.acquire + counts.lockLost.renew + counts.lockLost.release
-      const window = `fault injected at ${((outcome?.faultStartedAt ?? 0) / 1000).toFixed(1)}, healed at ${(
-        (outcome?.healedAt ?? 0) / 1000
-      ).toFixed(1)} (ms, monotonic)`
-      const failing = scenario.expect === "exclusion" ? counts.overlaps : counts.overlaps.filter((o) => !o.surfaced)
-      if (failing.length > 0) problems.push(window)
-      if (scenario.expect === "exclusion") {
-        for (const overlap of counts.overlaps)
-          problems.push(`overlap where exclusion is promised: ${describeOverlap(overlap)}`)
-      } else {
-        for (const overlap of counts.overlaps.filter((o) => !o.surfaced))
-          problems.push(`silent overlap: ${describeOverlap(overlap)}`)
-      }
-      if (scenario.lockLostRequired === true && lost === 0)
-        problems.push("no LockLost surfaced: the fault must take a held lock away in this scenario")
-      for (const hang of counts.hangs) problems.push(`hang: ${hang}`)
-      for (const error of counts.unexpectedErrors) problems.push(`unexpected error: ${error}`)
-      if (counts.acquisitionsAfterHeal === 0) {
-        const how = Object.entries(counts.failedAfterHeal)
-          .toSorted((a, b) => b[1] - a[1])
-          .slice(0, 5)
-          .map(([outcome, n]) => `${n} x ${outcome}`)
-        problems.push(
-          `no acquisition after the fault ended${how.length === 0 ? "" : `; calls ended after it: ${how.join("; ")}`}`
-        )
-      }
+    const left: Leftovers | undefined = outcome?.left
+    const problems: Array<string> = [...unhandled, ...scenarioProblems]
+    if (outcome !== undefined) {
+      problems.push(
+        ...problemsOf({
+          scenario,
+          counts: outcome.counts,
+          leftovers: left,
+          leaseMillis: settings.leaseMillis,
+          faultStartedAt: outcome.faultStartedAt,
+          healedAt: outcome.healedAt
+        })
+      )
     } else if (problems.length === 0) {
       problems.push("no counts")
     }
-    for (const key of keysLeft) problems.push(`key left behind: ${key}`)
     return {
       harnessFailure: unhandled.some(
         (line) => line.startsWith("setup failed") || line.startsWith("fault injection failed")
@@ -348,7 +271,9 @@ export const runCell = (
       deployment: kind,
       flavor,
       counts,
-      keysLeft,
+      keysLeft: left?.keys ?? [],
+      strandedRegistrations: left === undefined ? 0 : strandedWaiters(left),
+      notes,
       unhandled,
       pass: problems.length === 0,
       problems,

@@ -2,9 +2,9 @@
 // brackets refer to the scenario table of servers-and-faults.md. "exclusion": no two bodies on one
 // key may ever overlap. "violation": the fault breaks the lock by design (documented in
 // docs/semantics.md, Limits), so overlaps may happen, but each must surface as `LockLost` in the
-// holder that was overtaken, and at least one `LockLost` must be seen.
+// holder that was overtaken, and at least one `LockLost` must be seen. The scenarios aimed at the
+// waiting machinery (registrations, hand-offs, wake-up subscriptions) are in waiting.ts.
 import * as Effect from "effect/Effect"
-import type * as Scope from "effect/Scope"
 import {
   ClusterMigration,
   ClusterTopology,
@@ -16,45 +16,11 @@ import {
   type TestkitError
 } from "@sage/lock-testkit"
 import * as Deployments from "./deployments.ts"
-import type { Deployment, DeploymentKind, DeploymentOptions } from "./deployments.ts"
+import type { DeploymentKind } from "./deployments.ts"
+import type { FaultContext, Scenario } from "./scenario.ts"
+import { waitingScenarios } from "./waiting.ts"
 
-export interface FaultContext {
-  readonly deployment: Deployment
-  readonly leaseMillis: number
-  /** The full Redis keys of the locks the workers contend on; faults aim at the first. */
-  readonly redisKeys: ReadonlyArray<string>
-  /** SIGSTOP worker `worker` for `millis`, then SIGCONT (recorded for the checker). */
-  readonly pauseWorker: (worker: number, millis: number) => Effect.Effect<void>
-  /** SIGKILL worker `worker` (recorded for the checker). */
-  readonly killWorker: (worker: number) => Effect.Effect<void>
-  /**
-   * Waits until some worker is inside a lock body at least `minBodyMillis` long; returns the worker's
-   * number and the Redis key it holds.
-   */
-  readonly holderWorker: (
-    minBodyMillis?: number
-  ) => Effect.Effect<{ readonly worker: number; readonly redisKey: string }>
-  /** The length of the long bodies (which span renewals). */
-  readonly longBodyMillis: number
-}
-
-export type Expectation = "exclusion" | "violation"
-
-export interface Scenario {
-  readonly id: string
-  /** What is done, in a few words (shown in the report). */
-  readonly fault: string
-  readonly deployments: ReadonlyArray<DeploymentKind>
-  readonly expect: Expectation
-  /** Why that verdict (shown in the report). */
-  readonly why: string
-  /** At least one LockLost must be seen (the fault takes a held lock away). */
-  readonly lockLostRequired?: boolean | undefined
-  /** LockRedisError codes the fault is expected to cause (anything else is unexpected). */
-  readonly expectedErrorCodes?: ReadonlyArray<string> | undefined
-  readonly deploymentOptions?: DeploymentOptions | undefined
-  readonly inject: (context: FaultContext) => Effect.Effect<void, TestkitError.TestkitError, Scope.Scope>
-}
+export type { Expectation, FaultContext, Scenario } from "./scenario.ts"
 
 const all: ReadonlyArray<DeploymentKind> = ["standalone", "sentinel", "cluster"]
 const direct: ReadonlyArray<DeploymentKind> = ["standalone", "cluster"]
@@ -330,6 +296,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
         yield* Effect.sleep(context.leaseMillis)
       })
   },
+  ...waitingScenarios,
   {
     id: "proxy-latency",
     fault: "200 ms added each way for every client for 3 s [N5]",

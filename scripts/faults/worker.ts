@@ -1,6 +1,7 @@
 // One fault-matrix worker process: `fibers` fibers that each loop `withLock(random key)` around a
-// body that only records when it entered and left, until the parent writes "stop" on stdin. Every
-// step is one JSON line on stdout (see protocol.ts); the parent's checker decides what they mean.
+// body that only records when it entered (with its grant's fencing token) and left, until the parent
+// writes "stop" on stdin. Every step is one JSON line on stdout (see protocol.ts); the parent's checker
+// decides what they mean.
 // Started by run.ts as `node --conditions=@sage/source faults/worker.ts '<WorkerParams json>'`.
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -8,7 +9,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
-import { Lock, type LockBackend, type LockError } from "@sage/lock"
+import { Lease, Lock, type LockBackend, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import {
   type Connection,
@@ -117,7 +118,9 @@ const program = Effect.gen(function* () {
             Math.random() < params.longBodyShare && !control.stopping
               ? params.longBodyMillis
               : params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
-          const body = Effect.sync(() => emit(["E", call, monotonicMicros(), bodyMillis])).pipe(
+          // The entry time is read before the token so that it stays the first thing the body does.
+          const body = Effect.sync(monotonicMicros).pipe(
+            Effect.flatMap((t) => Effect.map(Lease.fencingToken, (token) => emit(["E", call, t, bodyMillis, token]))),
             Effect.andThen(Effect.sleep(bodyMillis)),
             Effect.ensuring(Effect.sync(() => emit(["L", call, monotonicMicros()])))
           )

@@ -5,10 +5,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { ServerBinary } from "@sage/lock-testkit"
+import { describeCall } from "../calls.ts"
 import type { DeploymentKind } from "../deployments.ts"
 import { describeOverlap } from "../checker.ts"
 import { fastSettings, runCell } from "../run.ts"
 import { scenarios } from "../scenarios.ts"
+import { describeTokenViolation } from "../verdict.ts"
 
 const flavors = ServerBinary.flavorsUnderTest()
 /** Alternate the flavors over the cells, so both are covered without doubling the time. */
@@ -22,7 +24,12 @@ const subset: ReadonlyArray<readonly [string, DeploymentKind]> = [
   ["sentinel-failover", "sentinel"],
   ["replica-stall", "sentinel"],
   ["cluster-failover-force", "cluster"],
-  ["key-theft", "cluster"]
+  ["key-theft", "cluster"],
+  // Wake-ups refused mid-run: waiters fall back to polling, and no client retries in a loop.
+  ["subscribe-revoked", "standalone"],
+  // Waiters killed while registered: the release passes over them, and the lock never stands free
+  // while a live waiter waits (Sentinel: woken, not granted, so the served waiter moves to the head).
+  ["waiters-killed", "sentinel"]
 ]
 
 describe.concurrent("fault matrix subset", () => {
@@ -40,8 +47,13 @@ describe.concurrent("fault matrix subset", () => {
           assert.deepStrictEqual(result.problems, [], result.problems.join("\n"))
           // The verdict's evidence, stated again so a weakened checker cannot pass silently.
           assert.isAbove(counts?.acquisitionsAfterHeal ?? 0, 0)
+          assert.strictEqual(counts?.history.grants, counts?.acquisitions, "every grant carries its fencing token")
+          assert.deepStrictEqual((counts?.history.endings.open ?? []).map(describeCall), [])
+          assert.deepStrictEqual(result.keysLeft, [])
+          assert.strictEqual(result.strandedRegistrations, 0)
           if (scenario.expect === "exclusion") {
             assert.deepStrictEqual((counts?.overlaps ?? []).map(describeOverlap), [])
+            assert.deepStrictEqual((counts?.history.tokenViolations ?? []).map(describeTokenViolation), [])
           } else {
             assert.isTrue((counts?.overlaps ?? []).every((overlap) => overlap.surfaced))
             const lost =

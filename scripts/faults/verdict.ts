@@ -1,0 +1,88 @@
+// What fails a cell, from the checker's counts, the final read of the servers and the scenario's
+// expectations: one line per problem, empty when the cell passes.
+import { describeCall } from "./calls.ts"
+import { type Counts, describeOverlap } from "./checker.ts"
+import { takeoverMillis, type TokenViolation } from "./history.ts"
+import type { Scenario } from "./scenario.ts"
+import { describeRegistration, type Leftovers } from "./serverState.ts"
+
+/** Beyond the lease, what a killed holder's key may take to pass on: the waiters' next poll and scheduling. */
+export const takeoverSlackMillis = 1000
+
+export const describeTokenViolation = (violation: TokenViolation): string =>
+  violation.kind === "order"
+    ? `${violation.key}: ${describeCall(violation.earlier)} left before ${describeCall(violation.later)} entered, with a token not below it`
+    : `${violation.key}: ${describeCall(violation.earlier)} and ${describeCall(violation.later)} share a token`
+
+export interface VerdictInput {
+  readonly scenario: Scenario
+  readonly counts: Counts
+  readonly leftovers: Leftovers | undefined
+  readonly leaseMillis: number
+  /** When the fault was injected and healed, for the problem lines (monotonic µs). */
+  readonly faultStartedAt: number
+  readonly healedAt: number
+}
+
+export const problemsOf = (input: VerdictInput): Array<string> => {
+  const { scenario, counts } = input
+  const { history } = counts
+  const problems: Array<string> = []
+  const exclusion = scenario.expect === "exclusion"
+  const lost = counts.lockLost.acquire + counts.lockLost.renew + counts.lockLost.release
+  const failingOverlaps = exclusion ? counts.overlaps : counts.overlaps.filter((o) => !o.surfaced)
+  const tokenFailures = exclusion ? history.tokenViolations : []
+  if (failingOverlaps.length > 0 || tokenFailures.length > 0) {
+    problems.push(
+      `fault injected at ${(input.faultStartedAt / 1000).toFixed(1)}, healed at ${(input.healedAt / 1000).toFixed(1)} (ms, monotonic)`
+    )
+  }
+  for (const overlap of failingOverlaps) {
+    problems.push(
+      `${exclusion ? "overlap where exclusion is promised" : "silent overlap"}: ${describeOverlap(overlap)}`
+    )
+  }
+  for (const violation of tokenFailures) problems.push(`token order: ${describeTokenViolation(violation)}`)
+  if (scenario.lockLostRequired === true && lost === 0) {
+    problems.push("no LockLost surfaced: the fault must take a held lock away in this scenario")
+  }
+  for (const hang of counts.hangs) problems.push(`hang: ${hang}`)
+  for (const error of counts.unexpectedErrors) problems.push(`unexpected error: ${error}`)
+  for (const call of history.endings.open) problems.push(`grant never ended (its worker lives): ${describeCall(call)}`)
+  for (const takeover of history.takeovers) {
+    if (!takeover.awaited) continue
+    const millis = takeoverMillis(takeover)
+    if (millis === undefined || millis > input.leaseMillis + takeoverSlackMillis) {
+      problems.push(
+        `the key of a killed holder was not taken over within lease + ${takeoverSlackMillis} ms: ${describeCall(takeover.holder)} ` +
+          `killed at ${(takeover.killedAt / 1000).toFixed(1)}, ${millis === undefined ? "no body entered after it" : `next body ${millis} ms later`}`
+      )
+    }
+  }
+  const idle = history.longestIdle
+  const idleBound = scenario.idleBoundMillis?.(input.leaseMillis)
+  if (idleBound !== undefined && idle !== undefined) {
+    const millis = Math.round((idle.to - idle.from) / 1000)
+    if (millis > idleBound) {
+      problems.push(
+        `${idle.key} stood free for ${millis} ms while live calls waited (bound ${idleBound} ms), ` +
+          `${(idle.from / 1000).toFixed(1)} to ${(idle.to / 1000).toFixed(1)}; waiting: ${idle.waiting.join(", ")}`
+      )
+    }
+  }
+  if (counts.acquisitionsAfterHeal === 0) {
+    const how = Object.entries(counts.failedAfterHeal)
+      .toSorted((a, b) => b[1] - a[1])
+      .slice(0, 5)
+      .map(([outcome, n]) => `${n} x ${outcome}`)
+    problems.push(
+      `no acquisition after the fault ended${how.length === 0 ? "" : `; calls ended after it: ${how.join("; ")}`}`
+    )
+  }
+  for (const key of input.leftovers?.keys ?? []) problems.push(`key left behind: ${key}`)
+  for (const registration of input.leftovers?.registrations ?? []) {
+    problems.push(`stranded registration: ${describeRegistration(registration)}`)
+  }
+  for (const failure of input.leftovers?.unreadable ?? []) problems.push(`cannot read what is left: ${failure}`)
+  return problems
+}
