@@ -75,7 +75,10 @@ const checkRun = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
     return exit
   })
 
-const build = (layer: Layer.Layer<LockBackend, unknown, never>) => Effect.scoped(Layer.build(layer))
+// The lock's layer over the backend's, as an application builds them: the backend layers connect in
+// the background, and a connection's failure surfaces when the lock's layer waits for it.
+const build = (layer: Layer.Layer<LockBackend, unknown, never>) =>
+  Effect.scoped(Layer.build(Lock.layer().pipe(Layer.provide(layer))))
 
 const fromEnv = (env: Record<string, string>) => ConfigProvider.layer(ConfigProvider.fromUnknown(env))
 
