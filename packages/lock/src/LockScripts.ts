@@ -79,8 +79,7 @@ const headsConsidered = 16
 // The floor is written as text built from `TIME`'s two replies (seconds, then microseconds padded to
 // six digits), the same digits as the number it stands for: Redis formats a Lua number passed to
 // `redis.call` with `%.17g`, and glibc's exact float formatting cost the server about 0.6 us of an
-// uncontended cycle's 11 when pipelined and 2.6 us of its 70 one at a time (see
-// docs/benchmarks-history.md, session 29). The retention goes as text for the same reason. Only the rare
+// uncontended cycle's 11 when pipelined and 2.6 us of its 70 one at a time. The retention goes as text for the same reason. Only the rare
 // `last + 1` (a clock behind the last token) still sends a number.
 const fenceHelper = `local function issue_fence()
   local t = redis.call("TIME")

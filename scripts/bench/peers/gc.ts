@@ -1,7 +1,7 @@
 // Garbage collection in a worker during a measured window, from Node's `gc` performance entries: how
 // long the collector ran and how many full (mark-compact) collections there were. A client that
 // V8 starts allocating in its old generation runs many more full collections and spends several
-// times the CPU a cycle (docs/benchmarks-history.md, session 28); these figures tell such a round
+// times the CPU a cycle; these figures tell such a round
 // from a slow hour.
 import { constants, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
 

@@ -7,8 +7,8 @@
 // is wrapped in a racing timer; metrics are pre-bound to their attributes; spans capture no stack.
 // The call reads its fiber's clock and context once, and every step that needs neither a new fiber
 // nor an asynchronous wait is plain code inside the steps that remain: an uncontended call over
-// node-redis takes 18 Effect steps (45 before session 13, 22 before session 28), and at tens of
-// thousands of calls a second each step shows in the client's CPU (docs/benchmarks-history.md).
+// node-redis takes 18 Effect steps, and at tens of thousands of calls a second each step shows in the
+// client's CPU.
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -142,7 +142,7 @@ export const runLocked = <A, E, R, B>(
  * what holds them, straight in the old generation once enough of them survive a collection, and an
  * old object keeps whatever it points to alive until a full collection: a `request` closure kept in
  * a field here made every call three times dearer in garbage collection, and the callbacks in the
- * acquisition's parameters did the same in some runs (docs/benchmarks-history.md, session 28).
+ * acquisition's parameters did the same in some runs.
  */
 class LockedCall<A, E, B> implements Caller, Renewals.Holder {
   readonly token: string

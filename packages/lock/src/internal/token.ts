@@ -3,7 +3,7 @@
 // A token only has to differ from every other holder's, so each one is this module's random UUID
 // (made once, when it loads) followed by a counter: `<uuid>.<n in base 36>`. A `crypto.randomUUID()`
 // per call did the same job with more work on every call: Node builds its text out of twenty
-// concatenations, about 0.6 KB of garbage a call, measured (docs/benchmarks-history.md, session 28).
+// concatenations, about 0.6 KB of garbage a call.
 // Tokens never contain `:`, which the grant tokens a release writes (`<waiter id>:<fence>`) use, so
 // no token can be read as a grant.
 

@@ -107,7 +107,7 @@ export const sendWithin = (
  * `parse`, all inside one callback, within `timeoutMillis` in all (the `EVAL` does not get a second
  * budget). Same rules as `sendWithin`. This is every lock call's path: the composed form
  * (`runScript` and a parse step) costs two more Effect steps per command, which at tens of thousands
- * of commands a second show up as client CPU (docs/benchmarks-history.md, session 13).
+ * of commands a second show up as client CPU.
  */
 export const scriptWithin =
   (client: CommandClient): ScriptCall =>

@@ -11,8 +11,7 @@
 //
 // The entries are a linked list, not a `Set`: with a module-level `Set` of these short-lived
 // entries (its backing store, in the old generation, points at every new one), the collector's
-// share of the client's CPU about tripled and 64 calls at once lost about a quarter of their rate
-// (session 31).
+// share of the client's CPU about tripled and 64 calls at once lost about a quarter of their rate.
 //
 // The timer is unreferenced: it does not keep the process alive by itself. A command waiting for a
 // reply has a connection that does (node-redis's socket, or its reconnect timer), unless the

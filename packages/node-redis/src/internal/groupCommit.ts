@@ -15,7 +15,7 @@
 //
 // Used on Sentinel, where every acquisition goes to one master: with 16 fibers it measured 6-12 %
 // more locks a second. On Cluster, where they spread over several masters, batches stay small and
-// the hand-off between fibers cost more than it saved (docs/benchmarks-history.md, session 17).
+// the hand-off between fibers cost more than it saved.
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

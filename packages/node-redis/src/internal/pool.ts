@@ -143,7 +143,7 @@ export const make = (options: {
    * (a Sentinel master) gets two, as the standalone layer has: on one connection the client and the
    * server take turns (see `lane.ts`). A Cluster client keeps one per master: there the client
    * already works on one master's replies while another runs its commands, and more connections
-   * only add client CPU (docs/benchmarks-history.md, session 16).
+   * only add client CPU.
    */
   readonly sharedLanes?: number | undefined
   /**
