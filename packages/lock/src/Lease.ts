@@ -10,7 +10,7 @@
  * lands. The fencing token, checked by the resource that receives the writes, is what stops a stale
  * holder (see `docs/fencing.md`).
  *
- * @since 0.3.0
+ * @since 0.2.0
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -22,7 +22,7 @@ import type { LockLost, LockRedisError } from "./LockError.ts"
  * loss or release shows it.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface Handle {
   /** The lock's Redis key, `<namespace>:{<encoded key>}`. */
@@ -86,7 +86,7 @@ export interface Handle {
  * ```
  *
  * @category services
- * @since 0.3.0
+ * @since 0.2.0
  */
 export class Lease extends Context.Service<Lease, Handle>()("@sage/lock/Lease") {}
 
@@ -94,6 +94,6 @@ export class Lease extends Context.Service<Lease, Handle>()("@sage/lock/Lease") 
  * The fencing token of the current lease.
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const fencingToken: Effect.Effect<number, never, Lease> = Lease.useSync((lease) => lease.fencingToken)

@@ -21,40 +21,20 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as KeyCodec from "./KeyCodec.ts"
 import type { Handle, Lease } from "./Lease.ts"
 import { LockBackend } from "./LockBackend.ts"
-import { type InvalidArgument, type LockError, type LockRedisError, TimedOut } from "./LockError.ts"
-import { grantingWaiterPrefix, ownChannelWaiterPrefix } from "./LockScripts.ts"
-import * as AttemptSlots from "./internal/attemptSlots.ts"
-import * as LocalQueue from "./internal/localQueue.ts"
-import * as Transfer from "./internal/transfer.ts"
-import * as Locked from "./internal/locked.ts"
-import * as Metrics from "./internal/metrics.ts"
-import * as Renewals from "./internal/renewals.ts"
+import type { InvalidArgument, LockError, LockRedisError } from "./LockError.ts"
+import * as Calls from "./internal/calls.ts"
 import { acquireScoped } from "./internal/scoped.ts"
-import {
-  checkKeyCodec,
-  checkOptions,
-  invalid,
-  makeSettings,
-  positiveMillisResult,
-  tryBudgetMillis
-} from "./internal/settings.ts"
-import { monotonicMillis, nowMillis } from "./internal/time.ts"
-import { newToken } from "./internal/token.ts"
-import { annotate, type CallTrace, traced } from "./internal/tracing.ts"
-import * as Warnings from "./internal/warnings.ts"
+import { checkKeyCodec, checkOptions, invalid, makeSettings, tryBudgetMillis } from "./internal/settings.ts"
 
 /**
  * Options of a lock client. Validated once, when the client or layer is built.
@@ -100,7 +80,7 @@ export interface WithLockOptions {
  * Per-call options of `acquire`.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface AcquireOptions extends WithLockOptions {
   /**
@@ -176,10 +156,6 @@ export interface LockClient<K> {
  */
 export class Lock extends Context.Service<Lock, LockClient<string>>()("@sage/lock/Lock") {}
 
-// What `runLocked` answers for a busy lock: `tryWithLock` reports it; `withLock` waits, so never sees it.
-const busyOutcome: Effect.Effect<Option.Option<never>> = Effect.succeed(Option.none())
-const waitingIsNeverBusy: Effect.Effect<never> = Effect.die(new Error("a waiting lock call found the lock busy"))
-
 /**
  * Builds a lock client for keys of type `K` over the `LockBackend` in context.
  *
@@ -211,38 +187,8 @@ export const make: <K = string>(
     // Only once the options are known to be good: a backend may still be connecting.
     const service = yield* LockBackend
     const backend = service.connected === undefined ? service : yield* service.connected
+    const shared = yield* Calls.makeShared(backend, settings)
     const tryBudget = Math.min(tryBudgetMillis, settings.usableLeaseMillis)
-    const shared: Locked.Client = {
-      backend,
-      settings,
-      renewals: yield* Renewals.make(backend, settings),
-      queue: LocalQueue.make<Transfer.Grant>((key, grant) => Transfer.abandon(backend, settings, key, grant)),
-      metrics: Metrics.make(settings.namespace),
-      attemptSlots: AttemptSlots.make(),
-      // Over a backend whose releases can hand the lock to a waiter, this client's waiters accept that;
-      // otherwise they are woken on a channel of their own. Either way a release can tell whether the
-      // waiter's process still listens.
-      waiterId: `${backend.wakeups?.grants === true ? grantingWaiterPrefix : ownChannelWaiterPrefix}${newToken()}`,
-      warnings: Warnings.make(settings.namespace)
-    }
-    // Gave up behind another fiber of this client without a server attempt: its turn never came
-    // (busy), or (`lastError`) that fiber's attempts are failing for want of a server (unavailable).
-    const timedOutBehind = (key: string, startedAt: number, trace: CallTrace | undefined, lastError?: LockRedisError) =>
-      Effect.flatMap(nowMillis, (now) => {
-        const reason = lastError === undefined ? "busy" : "unavailable"
-        annotate(trace, { "lock.outcome": "timed_out", "lock.timed_out.reason": reason, "lock.busy.in_process": true })
-        return Effect.andThen(
-          shared.metrics.timedOutInProcess,
-          new TimedOut({
-            key,
-            namespace: settings.namespace,
-            waitedMillis: Math.round(now - startedAt),
-            attempts: 0,
-            reason,
-            ...(lastError === undefined ? {} : { lastError })
-          })
-        )
-      })
     const client: LockClient<K> = {
       acquire: (key, callOptions) => {
         const interruptOnLoss: unknown = callOptions?.interruptOnLoss
@@ -252,87 +198,8 @@ export const make: <K = string>(
       },
       namespace: settings.namespace,
       leaseDuration: Duration.millis(settings.leaseMillis),
-      withLock: (key, callOptions) => (body) =>
-        // One synchronous step validates, encodes and reads the clock: this runs on every call.
-        Effect.withFiber((fiber) => {
-          const waitMillis = positiveMillisResult("waitTimeout", callOptions?.waitTimeout)
-          if (Result.isFailure(waitMillis)) return Effect.fail(waitMillis.failure)
-          const redisKey = Locked.encodeKey(codec, settings.namespace, key)
-          if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
-          const clock = fiber.getRef(Clock.Clock)
-          const startedAt = monotonicMillis(clock)
-          const deadline = startedAt + waitMillis.success
-          return traced(fiber, "Lock.withLock", redisKey.success, (trace, context) =>
-            shared.queue.withTurn(
-              redisKey.success,
-              "wait",
-              waitMillis.success,
-              (waitedBehind, passTurn, grant, restore) =>
-                Locked.runLocked(
-                  shared,
-                  {
-                    key: redisKey.success,
-                    startedAt,
-                    deadline,
-                    mode: "wait",
-                    waitedBehind,
-                    trace,
-                    passTurn,
-                    grant,
-                    clock,
-                    context
-                  },
-                  body,
-                  identity,
-                  waitingIsNeverBusy,
-                  restore
-                ),
-              // Another fiber of this client held or waited for the key the whole time.
-              () => timedOutBehind(redisKey.success, startedAt, trace)
-            )
-          )
-        }),
-      tryWithLock: (key) => (body) =>
-        Effect.withFiber((fiber) => {
-          const redisKey = Locked.encodeKey(codec, settings.namespace, key)
-          if (Result.isFailure(redisKey)) return Effect.fail(redisKey.failure)
-          const clock = fiber.getRef(Clock.Clock)
-          const startedAt = monotonicMillis(clock)
-          return traced(fiber, "Lock.tryWithLock", redisKey.success, (trace, context) =>
-            shared.queue.withTurn(
-              redisKey.success,
-              "try",
-              0,
-              (_, passTurn, _grant, restore) =>
-                Locked.runLocked(
-                  shared,
-                  {
-                    key: redisKey.success,
-                    startedAt,
-                    deadline: startedAt + tryBudget,
-                    mode: "try",
-                    waitedBehind: false,
-                    trace,
-                    passTurn,
-                    clock,
-                    context
-                  },
-                  body,
-                  Option.some,
-                  busyOutcome,
-                  restore
-                ),
-              // Another fiber of this client holds or waits for the key: busy, counted as such;
-              // unless that fiber's attempts are failing for want of a server, which is no "busy".
-              () => {
-                const unavailable = shared.queue.unavailable(redisKey.success)
-                if (unavailable !== undefined) return timedOutBehind(redisKey.success, startedAt, trace, unavailable)
-                annotate(trace, { "lock.outcome": "busy", "lock.busy.in_process": true })
-                return Effect.as(shared.metrics.busyInProcess, Option.none())
-              }
-            )
-          )
-        })
+      withLock: (key, callOptions) => (body) => Calls.withLock(shared, codec, key, callOptions?.waitTimeout, body),
+      tryWithLock: (key) => (body) => Calls.tryWithLock(shared, codec, tryBudget, key, body)
     }
     return client
   }
@@ -461,7 +328,7 @@ export const tryWithLock =
  * ```
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const acquire = (key: string, options: AcquireOptions): Effect.Effect<Handle, LockError, Scope.Scope | Lock> =>
   Lock.use((lock) => lock.acquire(key, options))

@@ -55,7 +55,7 @@ export interface LeaseRequest {
    * nobody taking it in between: the release answers `"gone"` (see `ReleaseReply`). A backend that
    * ignores the field answers `false` there, and the lock reports a loss it cannot rule out.
    *
-   * @since 0.6.0
+   * @since 0.2.0
    */
   readonly fence?: number | undefined
 }
@@ -98,7 +98,7 @@ export interface Wakeups {
    * write is as durable as an acquisition's (standalone): a backend that waits for replicas to
    * acknowledge an acquisition must leave this unset.
    *
-   * @since 0.5.0
+   * @since 0.2.0
    */
   readonly grants?: boolean | undefined
 }
@@ -123,7 +123,7 @@ export interface Next {
  * `fenceFloor`: the lock checks both before it relies on the grant, then renews it to its own lease.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.2.0
  */
 export interface Granted {
   readonly _tag: "Granted"
@@ -170,7 +170,7 @@ export type RenewReply = boolean | LockRedisError
  * make it. `acknowledge` is as for an acquisition.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.0
  */
 export interface TransferRequest extends LeaseRequest {
   /** The successor's random 128-bit token, which the key holds after the transfer. */
@@ -187,7 +187,7 @@ export interface TransferRequest extends LeaseRequest {
  * - `NotOwner`: the key was gone or held another token; nothing changed.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.0
  */
 export type TransferReply =
   | { readonly _tag: "Transferred"; readonly fence: number; readonly othersWaiting: boolean }
@@ -208,7 +208,7 @@ export type TransferReply =
  * ```
  *
  * @category models
- * @since 0.7.0
+ * @since 0.2.0
  */
 export type ReleaseReply = boolean | "gone"
 
@@ -243,7 +243,7 @@ export interface Backend {
    * deployments confirm with `ROLE`), changing nothing: `true` held, `false` gone or another owner's.
    * Only `key`, `token` and `timeoutMillis` of the request are used.
    *
-   * @since 0.3.0
+   * @since 0.2.0
    */
   readonly check: (request: LeaseRequest) => Effect.Effect<boolean, LockRedisError>
   /**
@@ -261,7 +261,7 @@ export interface Backend {
    * after a lost reply gets the same fence). Optional: without it, the lock releases and the next
    * fiber acquires.
    *
-   * @since 0.4.0
+   * @since 0.2.0
    */
   readonly transfer?: ((request: TransferRequest) => Effect.Effect<TransferReply, LockRedisError>) | undefined
   /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
@@ -273,7 +273,7 @@ export interface Backend {
    * per in-process handoff instead of two. Optional: without it, the next fiber starts only after
    * the release has answered.
    *
-   * @since 0.4.0
+   * @since 0.2.0
    */
   readonly ordered?: boolean | undefined
 }

@@ -16,6 +16,9 @@
  * @since 0.1.0
  */
 import * as Keys from "./internal/keys.ts"
+import * as Lua from "./internal/lua.ts"
+
+const { fenceHelper, queueHelpers, wakeHead, firstInLine } = Lua
 
 /**
  * How long a lock's fence key (the last fencing token issued) is kept after the last acquisition or
@@ -28,9 +31,9 @@ import * as Keys from "./internal/keys.ts"
  * earlier unless the server clock was set back by about as much. See `docs/fencing.md`.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.0
  */
-export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
+export const fenceRetentionMillis: number = Lua.fenceRetentionMillis
 
 /**
  * How the id of a waiter that accepts grants begins. A release (or a waiter leaving) whose queue
@@ -42,9 +45,9 @@ export const fenceRetentionMillis = 7 * 24 * 60 * 60 * 1000
  * neither do older clients, which are woken as before.
  *
  * @category scripting
- * @since 0.5.0
+ * @since 0.2.0
  */
-export const grantingWaiterPrefix = "g."
+export const grantingWaiterPrefix: string = Lua.grantingWaiterPrefix
 
 /**
  * How the id of a waiter that is woken on a channel of its own begins (the waiters of backends
@@ -57,125 +60,16 @@ export const grantingWaiterPrefix = "g."
  * @category scripting
  * @since 0.2.0
  */
-export const ownChannelWaiterPrefix = "w."
+export const ownChannelWaiterPrefix: string = Lua.ownChannelWaiterPrefix
 
 /**
  * The token a release writes into the lock key when it hands the lock to a waiter (see
  * `grantingWaiterPrefix`): the waiter id and the grant's fencing token.
  *
  * @category scripting
- * @since 0.5.0
+ * @since 0.2.0
  */
 export const grantToken = (waiterId: string, fence: number): string => `${waiterId}:${fence}`
-
-// How many waiters at the head of the line a release considers: those whose process is gone (nobody
-// listens for their grants) are passed over until their registrations lapse, and this bounds how
-// long one release can spend on them.
-const headsConsidered = 16
-
-// Shared by the scripts that grant a lock (acquire, transfer, and through wakeHead release and
-// leave): the next fencing token of KEYS[4].
-//
-// The floor is written as text built from `TIME`'s two replies (seconds, then microseconds padded to
-// six digits), the same digits as the number it stands for: Redis formats a Lua number passed to
-// `redis.call` with `%.17g`, and glibc's exact float formatting cost the server about 0.6 us of an
-// uncontended cycle's 11 when pipelined and 2.6 us of its 70 one at a time. The retention goes as text for the same reason. Only the rare
-// `last + 1` (a clock behind the last token) still sends a number.
-const fenceHelper = `local function issue_fence()
-  local t = redis.call("TIME")
-  local us = t[2]
-  local floor = t[1] .. string.rep("0", 6 - #us) .. us
-  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", "${fenceRetentionMillis}", "GET") or "0") or 0
-  local f = tonumber(floor)
-  if last < f then
-    return f
-  end
-  redis.call("SET", KEYS[4], last + 1, "PX", "${fenceRetentionMillis}")
-  return last + 1
-end
-`
-
-// Shared by the scripts below that keep the waiter queue: the server's time in milliseconds, and
-// dropping registrations that have lapsed (their waiter died or stopped refreshing).
-//
-// Each script defines these helpers where its queue work begins, after its uncontended path has
-// returned: a Lua `local function` is a closure made on every run, and an uncontended acquire or
-// release needs none of them (only acquire's fence). The statements that run are the same, in the
-// same order, as when every script defined them at the top (acquire, which never calls `wake_head`,
-// no longer defines it); only the text, and so the SHA1, differs.
-const queueHelpers = `local function now_ms()
-  local t = redis.call("TIME")
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function purge(now)
-  local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)
-  for i = 1, #dead do
-    redis.call("ZREM", KEYS[2], dead[i])
-    redis.call("ZREM", KEYS[3], dead[i])
-  end
-end
-`
-
-// Used by release and leave when the lock is free and waiters are registered: gives the free lock's
-// turn to the first waiter in line that can take it, and tells the live waiter behind that one when
-// its turn lapses if unclaimed.
-//
-// A granting waiter gets the key itself for the claim window (ARGV[4]); a waiter with a channel of
-// its own is woken there and its registration cut to the claim window. Either is served only if the
-// message reaches a subscriber of its channel: a waiter whose process died (its connection closed)
-// or that is not subscribed yet keeps its place and is passed over for this release (a grant's fence
-// is then spent unused), so a turn never goes where nobody can take it. A woken waiter served past
-// others is moved to the head of the line, since the acquire script gives a free lock to the head
-// only. A waiter of an earlier version (a plain id) is woken on the shared channel, where its process
-// cannot be told apart from the others, and always counts as served. The first waiter behind the one
-// served that hears it gets `<id>:next:<claim ms>`: should the served one never claim (it died after
-// its message), that waiter asks again as the window ends instead of at its next poll.
-const wakeHead = `${fenceHelper}${queueHelpers}local function own_channel(id)
-  local prefix = string.sub(id, 1, 2)
-  return prefix == "${grantingWaiterPrefix}" or prefix == "${ownChannelWaiterPrefix}"
-end
-local function notify(id, message)
-  if own_channel(id) then
-    return redis.call(ARGV[3], ARGV[2] .. ":" .. id, message)
-  end
-  redis.call(ARGV[3], ARGV[2], message)
-  return 1
-end
-local function wake_head(now)
-  purge(now)
-  local line = redis.call("ZRANGE", KEYS[2], 0, ${headsConsidered - 1}, "WITHSCORES")
-  for i = 1, #line, 2 do
-    local head = line[i]
-    local served
-    if string.sub(head, 1, 2) == "${grantingWaiterPrefix}" then
-      local token = head .. ":" .. string.format("%d", issue_fence())
-      served = notify(head, token .. ":" .. ARGV[4]) > 0
-      if served then
-        redis.call("SET", KEYS[1], token, "PX", ARGV[4])
-        redis.call("ZREM", KEYS[2], head)
-        redis.call("ZREM", KEYS[3], head)
-      end
-    else
-      served = notify(head, head) > 0
-      if served then
-        redis.call("ZADD", KEYS[3], "LT", now + tonumber(ARGV[4]), head)
-        if i > 1 then
-          redis.call("ZADD", KEYS[2], "XX", tonumber(line[2]) - 1, head)
-        end
-      end
-    end
-    if served then
-      for j = i + 2, #line, 2 do
-        if notify(line[j], line[j] .. ":next:" .. ARGV[4]) > 0 then
-          return
-        end
-      end
-      return
-    end
-  end
-end
-wake_head(now_ms())
-`
 
 /**
  * Acquire, idempotently, in the order waiters registered.
@@ -240,38 +134,7 @@ if current == ARGV[1] or (waiter ~= "" and current and string.sub(current, 1, #w
   end
   return {1, tonumber(redis.call("GET", KEYS[4]) or "") or issue_fence()}
 end
-local function first_in_line(now)
-  local line = redis.call("ZRANGE", KEYS[2], 0, ${headsConsidered - 1})
-  if ARGV[5] == nil then
-    return line[1] == nil or line[1] == waiter
-  end
-  local claim_ends = now + tonumber(ARGV[7])
-  local served = {}
-  for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", claim_ends)) do
-    served[id] = true
-  end
-  for i = 1, #line do
-    local id = line[i]
-    if id == waiter then
-      return true
-    end
-    local prefix = string.sub(id, 1, 2)
-    if prefix ~= "${grantingWaiterPrefix}" and prefix ~= "${ownChannelWaiterPrefix}" then
-      return false
-    end
-    local channel = ARGV[5] .. ":" .. id
-    if served[id] then
-      if redis.call(ARGV[6], channel, id .. ":next:" .. ARGV[7]) > 0 then
-        return false
-      end
-    elseif redis.call(ARGV[6], channel, id) > 0 then
-      redis.call("ZADD", KEYS[3], "LT", claim_ends, id)
-      return false
-    end
-  end
-  return #line < ${headsConsidered}
-end
-local now = nil
+${firstInLine}local now = nil
 if current == false then
   local mine = true
   if queued then
@@ -399,7 +262,7 @@ return 1
  * - Nobody is woken: the lock never becomes free.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.0
  */
 export const transfer = `${fenceHelper}local current = redis.call("GET", KEYS[1])
 local fence
@@ -462,7 +325,7 @@ return removed
  * ```
  *
  * @category keys
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const lockKey = (namespace: string, key: string): string => Keys.lockKey(namespace, key)
 
@@ -484,7 +347,7 @@ export const keysOf = (lockKey: string): readonly [string, string, string] => [
  * All share the lock key's hash tag, so they live on one Cluster slot.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const acquireKeysOf = (lockKey: string): readonly [string, string, string, string] => [
   lockKey,
@@ -498,7 +361,7 @@ export const acquireKeysOf = (lockKey: string): readonly [string, string, string
  * after the last acquisition.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const fenceKey = (lockKey: string): string => Keys.fenceKey(lockKey)
 
@@ -510,7 +373,7 @@ export const fenceKey = (lockKey: string): string => Keys.fenceKey(lockKey)
  *   token; -2 when it is gone or holds another token.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const check = `if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("PTTL", KEYS[1])
@@ -531,7 +394,7 @@ export const wakeChannel = (lockKey: string): string => Keys.wakeChannel(lockKey
  * `grantingWaiterPrefix`): its own, so that a release wakes only the process it concerns.
  *
  * @category scripting
- * @since 0.5.0
+ * @since 0.2.0
  */
 export const grantChannel = (lockKey: string, waiterId: string): string => `${Keys.wakeChannel(lockKey)}:${waiterId}`
 
@@ -578,7 +441,7 @@ return replies
  *   would reject every later writer.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const fencedSet = `local token = tonumber(ARGV[1])
 if token == nil or token ~= token or token < 1 or token >= 9007199254740992 or token % 1 ~= 0 then

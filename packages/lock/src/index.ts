@@ -7,7 +7,7 @@
 /** @since 0.1.0 */
 export * as KeyCodec from "./KeyCodec.ts"
 
-/** @since 0.3.0 */
+/** @since 0.2.0 */
 export * as Lease from "./Lease.ts"
 
 /** @since 0.1.0 */

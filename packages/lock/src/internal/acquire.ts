@@ -10,7 +10,6 @@
 // holds the key the release wrote, for the release's claim window counted from the send time of its
 // last busy attempt (the release ran after that attempt), and renews it to its own lease like every
 // other lease.
-import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -22,77 +21,9 @@ import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
 import { releaseTimeoutMillis, type Settings, usableLeaseMillis } from "./settings.ts"
 import { monotonicMillis, withNow } from "./time.ts"
-import { annotate, type CallTrace, event } from "./tracing.ts"
-
-/** A lock the caller holds: where, with which token, and when the request that granted it was sent. */
-export interface HeldLease {
-  readonly key: string
-  readonly token: string
-  /** Monotonic time (ms) at which the granting request was sent: the usable lease counts from it. */
-  readonly sentAt: number
-  /** The grant's fencing token. */
-  readonly fence: number
-  /**
-   * The lease the key was granted with, when not the lock's own: a release's grant lasts its claim
-   * window, and the first renewal sets the lock's lease.
-   */
-  readonly leaseMillis?: number | undefined
-}
-
-export type AcquireOutcome = { readonly _tag: "Held"; readonly lease: HeldLease } | { readonly _tag: "Busy" }
-
-export interface AcquireParams {
-  readonly backend: Backend
-  readonly settings: Settings
-  readonly key: string
-  readonly token: string
-  /** Monotonic time (ms) of the call: `TimedOut.waitedMillis` counts from here. */
-  readonly startedAt: number
-  /** The deadline (monotonic ms) for the whole acquisition. */
-  readonly deadline: number
-  /** `wait` retries a busy lock until the deadline; `try` returns `Busy` at once. */
-  readonly mode: "wait" | "try"
-  /** The caller already waited behind another fiber of its client: the key was busy all along. */
-  readonly waitedBehind: boolean
-  /**
-   * The key may already hold `token` (a transfer to it whose outcome is unknown): an attempt
-   * settles it, and giving up releases it.
-   */
-  readonly uncertain?: boolean | undefined
-  /**
-   * The client's waiter id, in `wait` mode over a backend with wake-ups: busy replies register it at
-   * the server, and releases wake it.
-   */
-  readonly waiterId?: string | undefined
-  /** The call that acquires: asked whether a successor inherits its registration, told how it ended. */
-  readonly caller: Caller
-  /**
-   * Told the failure its attempts keep retrying while the server does not answer, and `undefined`
-   * once it answers or the acquisition ends (for `tryWithLock` calls of the same client, which must
-   * not read an outage as "busy").
-   */
-  readonly unavailable?: ((key: string, error: LockRedisError | undefined) => void) | undefined
-  /**
-   * The client's slots for attempts on the wire: each attempt holds one from its send to its reply
-   * (or the acquisition's end), and waits for one when all are taken.
-   */
-  readonly slots?: AttemptSlots | undefined
-  /** The call's span, when traced: attempts and waits are recorded on it. */
-  readonly trace?: CallTrace | undefined
-  /** The clock of the calling fiber, read directly on the hot path (an Effect step per read costs). */
-  readonly clock: Clock.Clock
-}
-
-/**
- * The call an acquisition is for. An object with methods rather than callbacks in the parameters:
- * no closure is made for it per call (see `locked.ts`).
- */
-export interface Caller {
-  /** Whether another fiber of the client waits for this key (it inherits the server registration). */
-  readonly hasSuccessor: () => boolean
-  /** Told how the acquisition ended, and when (monotonic ms). */
-  readonly settled: (exit: Exit.Exit<AcquireOutcome, unknown>, end: number) => void
-}
+import { annotate, event } from "./tracing.ts"
+import { attemptAttributes, grantedAttempt, outcomeAttributes } from "./acquireTrace.ts"
+import type { AcquireOutcome, AcquireParams } from "./acquisition.ts"
 
 /** A waiter's registration, as an acquire request carries it. */
 type Waiter = NonNullable<LeaseRequest["waiter"]>
@@ -452,34 +383,3 @@ class Acquisition implements SlotHolder {
 }
 
 const busyOutcome: AcquireOutcome = { _tag: "Busy" }
-
-const grantedAttempt = { "lock.attempt": 0, "lock.attempt.result": "granted" }
-
-/** What one attempt's reply says, as span event attributes. */
-const attemptAttributes = (attempt: number, reply: AcquireReply): Record<string, unknown> => {
-  if (reply._tag === "Acquired") return { "lock.attempt": attempt, "lock.attempt.result": "acquired" }
-  if (reply._tag === "NotMaster") return { "lock.attempt": attempt, "lock.attempt.result": "not-master" }
-  return reply.remainingMillis === -2
-    ? { "lock.attempt": attempt, "lock.attempt.result": "queued" }
-    : { "lock.attempt": attempt, "lock.attempt.result": "busy", "lock.holder.remaining_ms": reply.remainingMillis }
-}
-
-/** How an acquisition ended, as span attributes (`lock.outcome` and the reason of a failure). */
-const outcomeAttributes = (exit: Exit.Exit<AcquireOutcome, unknown>): Record<string, unknown> => {
-  if (Exit.isSuccess(exit)) return { "lock.outcome": exit.value._tag === "Held" ? "acquired" : "busy" }
-  const error = Cause.findErrorOption(exit.cause)
-  if (error._tag === "None") return { "lock.outcome": "interrupted" }
-  const failure = error.value
-  if (failure instanceof TimedOut) {
-    return {
-      "lock.outcome": "timed_out",
-      "lock.timed_out.reason": failure.reason,
-      "lock.attempts": failure.attempts,
-      "lock.waited_ms": failure.waitedMillis
-    }
-  }
-  if (failure instanceof LockLost) {
-    return { "lock.outcome": "lost", "lock.lost.phase": failure.phase, "lock.lost.reason": failure.reason }
-  }
-  return { "lock.outcome": "error", "lock.error.code": (failure as LockRedisError).code }
-}

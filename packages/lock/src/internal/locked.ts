@@ -15,21 +15,20 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Result from "effect/Result"
-import type * as KeyCodec from "../KeyCodec.ts"
 import { Lease } from "../Lease.ts"
 import type { Backend, LeaseRequest } from "../LockBackend.ts"
-import { type InvalidArgument, type LockError, LockLost } from "../LockError.ts"
-import { acquire, type AcquireOutcome, type Caller, type HeldLease } from "./acquire.ts"
+import { type LockError, LockLost } from "../LockError.ts"
+import { acquire } from "./acquire.ts"
+import type { AcquireOutcome, Caller, HeldLease } from "./acquisition.ts"
 import type * as AttemptSlots from "./attemptSlots.ts"
-import { lockKey } from "./keys.ts"
 import { LeaseHandle } from "./lease.ts"
 import type * as LocalQueue from "./localQueue.ts"
 import type * as Metrics from "./metrics.ts"
 import { releaseBounded, releaseNow, type ReleaseOutcome } from "./release.ts"
+import { releaseVerdict } from "./releaseVerdict.ts"
 import * as Renewals from "./renewals.ts"
 import * as Transfer from "./transfer.ts"
-import { invalid, render, type Settings } from "./settings.ts"
+import type { Settings } from "./settings.ts"
 import { monotonicMillis } from "./time.ts"
 import { newToken } from "./token.ts"
 import { annotate, type CallTrace, event } from "./tracing.ts"
@@ -68,32 +67,6 @@ const transferredAttempt = { "lock.attempt": 0, "lock.attempt.result": "transfer
 const acquiredOutcome = { "lock.outcome": "acquired" }
 
 const releaseResults = { Released: "released", Gone: "gone", NotOwner: "not-owner", Failed: "failed" } as const
-
-/** The Redis key of a lock, or `InvalidArgument` when the codec rejects (or throws on) the key. */
-export const encodeKey = <K>(
-  codec: KeyCodec.KeyCodec<K>,
-  namespace: string,
-  key: K
-): Result.Result<string, InvalidArgument> => {
-  let encoded: Result.Result<string, string>
-  try {
-    encoded = codec.encode(key)
-  } catch (cause) {
-    return Result.fail(invalid("key", key, `the ${codec.name} codec threw: ${render(cause)}`))
-  }
-  // A codec not built with `KeyCodec.make` (plain JavaScript, a cast) may answer anything.
-  if (!Result.isResult(encoded)) {
-    return Result.fail(invalid("key", key, `the ${codec.name} codec returned ${render(encoded)}, not a Result`))
-  }
-  if (Result.isFailure(encoded)) {
-    const reason = encoded.failure
-    return Result.fail(invalid("key", key, typeof reason === "string" ? reason : render(reason)))
-  }
-  const text = encoded.success
-  return typeof text === "string" && text.length > 0
-    ? Result.succeed(lockKey(namespace, text))
-    : Result.fail(invalid("key", key, `the ${codec.name} codec encoded it as ${render(text)}, not a non-empty string`))
-}
 
 export interface Call {
   readonly key: string
@@ -368,64 +341,12 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
   }
 
   finish(exit: Exit.Exit<A, E | LockLost>, released: ReleaseOutcome): Effect.Effect<B, E | LockError> {
-    const { call } = this
-    const key = call.key
+    const { call, client } = this
     event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
     // The body's own failure or interruption (or LockLost from renewal) always wins over release.
     if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
-    // A key found not ours by an attempt sent after the lease could have run out on the server,
-    // when the release began before that: the body ended within its lease, and the key may just
-    // have expired while the release was retried (a grant's short window, a short lease). That
-    // says nothing of the time the body ran, so it is not a loss: the lease freed the key.
-    if (released._tag === "NotOwner" && released.startedAt < this.validUntil && released.sentAt >= this.validUntil) {
-      return Effect.as(
-        this.client.warnings.warn(
-          "unconfirmed",
-          key,
-          `could not confirm the release of lock ${key}: its lease ran out while the release was retried, after the body completed within it`
-        ),
-        this.found(exit.value)
-      )
-    }
-    // The key was gone, nobody had taken the lock since this lease's grant, and the reply came after
-    // the lease could have run out on the server, when the release began before that: the body
-    // ended within its lease, and the lease ran out on the way (a release queued behind thousands
-    // of others). Nobody else held the lock, so it is not a loss. A key found gone sooner was
-    // deleted under a lease that still ran: a loss, reported as one.
-    if (released._tag === "Gone" && released.startedAt < this.validUntil && released.receivedAt >= this.validUntil) {
-      return Effect.as(
-        this.client.warnings.warn(
-          "late",
-          key,
-          `lock ${key} expired before its release reached the server, after the body completed within its lease; nobody held it in between`
-        ),
-        this.found(exit.value)
-      )
-    }
-    if (released._tag === "NotOwner" || released._tag === "Gone") {
-      annotate(call.trace, {
-        "lock.outcome": "lost",
-        "lock.lost.phase": "release",
-        "lock.lost.reason": "ownership"
-      })
-      return Effect.andThen(
-        this.client.metrics.lost("release"),
-        Effect.fail(
-          new LockLost({
-            key,
-            namespace: this.client.settings.namespace,
-            phase: "release",
-            reason: "ownership",
-            bodyCompleted: true
-          })
-        )
-      )
-    }
-    if (released._tag === "Failed") {
-      const message = `could not release lock ${key} within one second after the body completed; its lease will free it`
-      return Effect.as(this.client.warnings.warn("failed", key, message, released.error), this.found(exit.value))
-    }
-    return Effect.succeed(this.found(exit.value))
+    const verdict = releaseVerdict(client, call.key, call.trace, this.validUntil, released)
+    return verdict === undefined ? Effect.succeed(this.found(exit.value)) : Effect.as(verdict, this.found(exit.value))
   }
 
   /**

@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
 import * as LockMetrics from "../LockMetrics.ts"
-import type { AcquireOutcome } from "./acquire.ts"
+import type { AcquireOutcome } from "./acquisition.ts"
 
 export type Phase = "acquire" | "renew" | "release"
 

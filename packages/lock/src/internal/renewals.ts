@@ -26,7 +26,7 @@ import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
 import { type Settings, usableLeaseMillis } from "./settings.ts"
 import { type CallTrace, event } from "./tracing.ts"
-import { nowMillis, withNow } from "./time.ts"
+import { withNow } from "./time.ts"
 
 /**
  * A new lease for the scheduler, granted by a request sent at `held.sentAt` (monotonic ms) for the
@@ -110,187 +110,226 @@ const retryPolicy = (settings: Settings): BackoffPolicy => ({
  */
 export const make = (backend: Backend, settings: Settings): Effect.Effect<Renewals, never, Scope.Scope> =>
   Effect.suspend(() => {
-    const leases = new Set<Renewal>()
-    const policy = retryPolicy(settings)
-    // Leases due within this window of the earliest one are renewed in the same batch.
-    const window = Math.floor(settings.renewEveryMillis / 4)
-    // Set once the scheduler's fiber has ended (its scope closed): nothing renews any more.
-    let closed = false
-    let sleepingUntil = Infinity
-    let wake: Deferred.Deferred<void> | undefined
-
-    // Wakes the sleeping loop when something needs it before it planned to wake. A renewal due only
-    // slightly earlier (within the batching window) waits for the planned wake-up: renewing a little
-    // late still leaves more than half a lease of margin, and it keeps a burst of new leases from
-    // waking the loop once each. A lease with less margin than that (a release's grant, counted from
-    // the waiter's last busy attempt, is due at once and usable for a few hundred milliseconds at
-    // most) may be late by a quarter of what it has left after its due time, never by the window.
-    const signal = (renewAt: number, validUntil: number): void => {
-      if (wake === undefined) return
-      const margin = validUntil - renewAt
-      const late = margin < 4 * window ? margin / 4 : window
-      if (renewAt + late < sleepingUntil || validUntil < sleepingUntil) Deferred.doneUnsafe(wake, Exit.void)
-    }
-
-    const lose = (renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void => {
-      if (!renewal.active) return
-      renewal.active = false
-      leases.delete(renewal)
-      renewal.holder.lost(
-        new LockLost({
-          key: renewal.key,
-          namespace: settings.namespace,
-          phase: "renew",
-          reason,
-          bodyCompleted: false,
-          ...(cause === undefined ? {} : { cause })
-        })
-      )
-    }
-
-    const renewBatch = (
-      batch: ReadonlyArray<Renewal>,
-      timeoutMillis: number
-    ): Effect.Effect<ReadonlyArray<RenewReply>> => {
-      const requests = batch.map((renewal): LeaseRequest => ({
-        key: renewal.key,
-        token: renewal.token,
-        leaseMillis: settings.leaseMillis,
-        timeoutMillis,
-        acknowledge: settings.replicaAcknowledgement
-      }))
-      if (backend.renewAll !== undefined) return backend.renewAll(requests)
-      return Effect.forEach(
-        requests,
-        (request) => Effect.match(backend.renew(request), { onFailure: (error) => error, onSuccess: (ok) => ok }),
-        { concurrency: "unbounded" }
-      )
-    }
-
-    // What one reply means for its lease: renewed, lost (both settled here), or to be retried (the
-    // caller picks the delay). Plain code, run once per lease in a batch: a tick of 10,000 leases must
-    // not cost an Effect per lease.
-    const settle = (renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number): boolean => {
-      if (!renewal.active) return false
-      renewal.inFlight = false
-      if (receivedAt >= renewal.validUntil) {
-        lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
-        return false
-      }
-      if (reply === true) {
-        if (renewal.trace !== undefined) {
-          event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
-        }
-        renewal.validUntil = sentAt + settings.usableLeaseMillis
-        renewal.nextAt = sentAt + settings.renewEveryMillis
-        renewal.failures = 0
-        renewal.lastError = undefined
-        return false
-      }
-      if (reply === false) {
-        lose(renewal, "ownership")
-        return false
-      }
-      const error = reply ?? noReply("renew", receivedAt - sentAt)
-      if (!error.retryable) {
-        lose(renewal, "failed", error)
-        return false
-      }
-      renewal.lastError = moreInformative(renewal.lastError, error)
-      event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
-      return true
-    }
-
-    // A temporary failure: the lease is retried after a short backoff, within its usable time.
-    const retryLater = (renewal: Renewal, receivedAt: number): Effect.Effect<void> =>
-      Effect.map(nextDelay(policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
-        renewal.nextAt = receivedAt + delay
-      })
-
-    const send = (batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> => {
-      let longest = 0
-      for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
-      // One attempt waits at most a renewal period: a reply that never comes (a connection gone
-      // silent) leaves time for another attempt within the lease instead of using all of it.
-      return Effect.flatMap(renewBatch(batch, Math.min(longest, settings.renewEveryMillis)), (replies) =>
-        withNow((receivedAt) => {
-          let retries: Array<Renewal> | undefined
-          for (let i = 0; i < batch.length; i++) {
-            const renewal = batch[i]!
-            if (settle(renewal, replies[i], sentAt, receivedAt)) (retries ??= []).push(renewal)
-          }
-          const woken = Effect.sync(() => signal(-Infinity, -Infinity))
-          if (retries === undefined) return woken
-          return Effect.andThen(
-            Effect.forEach(retries, (renewal) => retryLater(renewal, receivedAt), { discard: true }),
-            woken
-          )
-        })
-      )
-    }
-
-    // With no lease held the loop waits for the next one on a `Deferred` alone: a fiber suspended
-    // there holds no timer, so an idle client never keeps its program alive.
-    const loop: Effect.Effect<never> = Effect.gen(function* () {
-      while (true) {
-        const now = yield* nowMillis
-        let wakeAt = Infinity
-        let due = Infinity
-        for (const renewal of leases) {
-          if (now >= renewal.validUntil) {
-            // What was left of the lease when its renewal fell due: the lock's usable lease less a
-            // renewal period, or much less for a release's grant (its claim window, from the busy attempt).
-            const left = Math.max(0, renewal.validUntil - renewal.nextAt)
-            lose(renewal, "expired", renewal.lastError ?? noReply("renew", left))
-            continue
-          }
-          wakeAt = Math.min(wakeAt, renewal.validUntil)
-          if (!renewal.inFlight) due = Math.min(due, renewal.nextAt)
-        }
-        if (due <= now) {
-          const batch: Array<Renewal> = []
-          for (const renewal of leases) {
-            if (!renewal.inFlight && renewal.nextAt <= now + window) {
-              renewal.inFlight = true
-              batch.push(renewal)
-            }
-          }
-          yield* Effect.forkChild(send(batch, now), { startImmediately: true })
-          continue
-        }
-        wakeAt = Math.min(wakeAt, due)
-        sleepingUntil = wakeAt
-        wake = Deferred.makeUnsafe<void>()
-        if (wakeAt === Infinity) yield* Deferred.await(wake)
-        else yield* Deferred.await(wake).pipe(Effect.timeoutOption(wakeAt - now))
-        sleepingUntil = Infinity
-        wake = undefined
-        // Let every fiber already scheduled (replies, new leases) run first: one scan serves them all.
-        yield* Effect.yieldNow
-      }
-    })
-
-    const stopped = Effect.sync(() => {
-      closed = true
-      sleepingUntil = Infinity
-      wake = undefined
-      for (const renewal of leases) lose(renewal, "failed")
-    })
-
-    const renewals: Renewals = {
-      register: (renewal) => {
-        if (closed) return lose(renewal, "failed")
-        leases.add(renewal)
-        signal(renewal.nextAt, renewal.validUntil)
-      },
-      unregister: (renewal) => {
-        renewal.active = false
-        leases.delete(renewal)
-        // The last lease left: the loop drops its timer now rather than when it would have renewed.
-        if (leases.size === 0 && sleepingUntil !== Infinity) signal(-Infinity, -Infinity)
-      },
-      lose: (renewal, reason) => lose(renewal, reason),
-      size: () => leases.size
-    }
-    return Effect.as(Effect.forkScoped(Effect.ensuring(loop, stopped), { startImmediately: true }), renewals)
+    const scheduler = new Scheduler(backend, settings)
+    return Effect.as(
+      Effect.forkScoped(Effect.ensuring(scheduler.loop, scheduler.stopped), { startImmediately: true }),
+      scheduler
+    )
   })
+
+/**
+ * The scheduler's state and its steps as methods: one object a client. Replies are settled in plain
+ * loops over the batch, since a tick of 10,000 leases must not cost an Effect per lease.
+ */
+class Scheduler implements Renewals {
+  readonly leases = new Set<Renewal>()
+  readonly policy: BackoffPolicy
+  /** Leases due within this window of the earliest one are renewed in the same batch. */
+  readonly window: number
+  /** Set once the scheduler's fiber has ended (its scope closed): nothing renews any more. */
+  closed = false
+  sleepingUntil = Infinity
+  wake: Deferred.Deferred<void> | undefined = undefined
+  readonly backend: Backend
+  readonly settings: Settings
+  /** The loop, as one Effect made once. */
+  readonly loop: Effect.Effect<never>
+  /** Run when the loop ends: every lease still registered is lost. */
+  readonly stopped: Effect.Effect<void>
+
+  constructor(backend: Backend, settings: Settings) {
+    this.backend = backend
+    this.settings = settings
+    this.policy = retryPolicy(settings)
+    this.window = Math.floor(settings.renewEveryMillis / 4)
+    // No yield between turns: a turn that sleeps yields once after it wakes (see `tick`), and one that
+    // sends a batch goes straight on to the next scan.
+    this.loop = Effect.forever(
+      withNow((now) => this.tick(now)),
+      { disableYield: true }
+    )
+    this.stopped = Effect.sync(() => {
+      this.closed = true
+      this.sleepingUntil = Infinity
+      this.wake = undefined
+      for (const renewal of this.leases) this.lose(renewal, "failed")
+    })
+  }
+
+  register(renewal: Renewal): void {
+    if (this.closed) return this.lose(renewal, "failed")
+    this.leases.add(renewal)
+    this.signal(renewal.nextAt, renewal.validUntil)
+  }
+
+  unregister(renewal: Renewal): void {
+    renewal.active = false
+    this.leases.delete(renewal)
+    // The last lease left: the loop drops its timer now rather than when it would have renewed.
+    if (this.leases.size === 0 && this.sleepingUntil !== Infinity) this.signal(-Infinity, -Infinity)
+  }
+
+  size(): number {
+    return this.leases.size
+  }
+
+  /**
+   * Wakes the sleeping loop when something needs it before it planned to wake. A renewal due only
+   * slightly earlier (within the batching window) waits for the planned wake-up: renewing a little
+   * late still leaves more than half a lease of margin, and it keeps a burst of new leases from
+   * waking the loop once each. A lease with less margin than that (a release's grant, counted from
+   * the waiter's last busy attempt, is due at once and usable for a few hundred milliseconds at
+   * most) may be late by a quarter of what it has left after its due time, never by the window.
+   */
+  signal(renewAt: number, validUntil: number): void {
+    if (this.wake === undefined) return
+    const margin = validUntil - renewAt
+    const late = margin < 4 * this.window ? margin / 4 : this.window
+    if (renewAt + late < this.sleepingUntil || validUntil < this.sleepingUntil)
+      Deferred.doneUnsafe(this.wake, Exit.void)
+  }
+
+  lose(renewal: Renewal, reason: "ownership" | "expired" | "failed", cause?: LockRedisError): void {
+    if (!renewal.active) return
+    renewal.active = false
+    this.leases.delete(renewal)
+    renewal.holder.lost(
+      new LockLost({
+        key: renewal.key,
+        namespace: this.settings.namespace,
+        phase: "renew",
+        reason,
+        bodyCompleted: false,
+        ...(cause === undefined ? {} : { cause })
+      })
+    )
+  }
+
+  /**
+   * One turn of the loop: leases past their validity are lost; due ones are sent as a batch (in a
+   * fiber of their own, so the loop goes on); otherwise it sleeps until the next is due or ends, or
+   * until signalled. With no lease held it waits on the `Deferred` alone: a fiber suspended there
+   * holds no timer, so an idle client never keeps its program alive.
+   */
+  tick(now: number): Effect.Effect<void> {
+    let wakeAt = Infinity
+    let due = Infinity
+    for (const renewal of this.leases) {
+      if (now >= renewal.validUntil) {
+        // What was left of the lease when its renewal fell due: the lock's usable lease less a
+        // renewal period, or much less for a release's grant (its claim window, from the busy attempt).
+        const left = Math.max(0, renewal.validUntil - renewal.nextAt)
+        this.lose(renewal, "expired", renewal.lastError ?? noReply("renew", left))
+        continue
+      }
+      wakeAt = Math.min(wakeAt, renewal.validUntil)
+      if (!renewal.inFlight) due = Math.min(due, renewal.nextAt)
+    }
+    if (due <= now) {
+      const batch: Array<Renewal> = []
+      for (const renewal of this.leases) {
+        if (!renewal.inFlight && renewal.nextAt <= now + this.window) {
+          renewal.inFlight = true
+          batch.push(renewal)
+        }
+      }
+      return Effect.asVoid(Effect.forkChild(this.send(batch, now), { startImmediately: true }))
+    }
+    wakeAt = Math.min(wakeAt, due)
+    this.sleepingUntil = wakeAt
+    const wake = (this.wake = Deferred.makeUnsafe<void>())
+    const sleep =
+      wakeAt === Infinity
+        ? Deferred.await(wake)
+        : Effect.asVoid(Effect.timeoutOption(Deferred.await(wake), wakeAt - now))
+    return Effect.andThen(
+      sleep,
+      Effect.andThen(
+        Effect.sync(() => {
+          this.sleepingUntil = Infinity
+          this.wake = undefined
+        }),
+        // Let every fiber already scheduled (replies, new leases) run first: one scan serves them all.
+        Effect.yieldNow
+      )
+    )
+  }
+
+  renewBatch(batch: ReadonlyArray<Renewal>, timeoutMillis: number): Effect.Effect<ReadonlyArray<RenewReply>> {
+    const { backend, settings } = this
+    const requests = batch.map((renewal): LeaseRequest => ({
+      key: renewal.key,
+      token: renewal.token,
+      leaseMillis: settings.leaseMillis,
+      timeoutMillis,
+      acknowledge: settings.replicaAcknowledgement
+    }))
+    if (backend.renewAll !== undefined) return backend.renewAll(requests)
+    return Effect.forEach(
+      requests,
+      (request) => Effect.match(backend.renew(request), { onFailure: (error) => error, onSuccess: (ok) => ok }),
+      { concurrency: "unbounded" }
+    )
+  }
+
+  /** What one reply means for its lease: renewed, lost (both settled here), or to be retried (`true`). */
+  settle(renewal: Renewal, reply: RenewReply | undefined, sentAt: number, receivedAt: number): boolean {
+    if (!renewal.active) return false
+    renewal.inFlight = false
+    if (receivedAt >= renewal.validUntil) {
+      this.lose(renewal, "expired", renewal.lastError ?? noReply("renew", renewal.validUntil - sentAt))
+      return false
+    }
+    if (reply === true) {
+      if (renewal.trace !== undefined) {
+        event(renewal.trace, "lock.renewed", { "lock.renew.round_trip_ms": receivedAt - sentAt })
+      }
+      renewal.validUntil = sentAt + this.settings.usableLeaseMillis
+      renewal.nextAt = sentAt + this.settings.renewEveryMillis
+      renewal.failures = 0
+      renewal.lastError = undefined
+      return false
+    }
+    if (reply === false) {
+      this.lose(renewal, "ownership")
+      return false
+    }
+    const error = reply ?? noReply("renew", receivedAt - sentAt)
+    if (!error.retryable) {
+      this.lose(renewal, "failed", error)
+      return false
+    }
+    renewal.lastError = moreInformative(renewal.lastError, error)
+    event(renewal.trace, "lock.renew.retry", { "lock.error.code": error.code })
+    return true
+  }
+
+  /** A temporary failure: the lease is retried after a short backoff, within its usable time. */
+  retryLater(renewal: Renewal, receivedAt: number): Effect.Effect<void> {
+    return Effect.map(nextDelay(this.policy, renewal.failures++, renewal.validUntil - receivedAt), (delay) => {
+      renewal.nextAt = receivedAt + delay
+    })
+  }
+
+  send(batch: ReadonlyArray<Renewal>, sentAt: number): Effect.Effect<void> {
+    let longest = 0
+    for (const renewal of batch) longest = Math.max(longest, renewal.validUntil - sentAt)
+    // One attempt waits at most a renewal period: a reply that never comes (a connection gone
+    // silent) leaves time for another attempt within the lease instead of using all of it.
+    return Effect.flatMap(this.renewBatch(batch, Math.min(longest, this.settings.renewEveryMillis)), (replies) =>
+      withNow((receivedAt) => {
+        let retries: Array<Renewal> | undefined
+        for (let i = 0; i < batch.length; i++) {
+          const renewal = batch[i]!
+          if (this.settle(renewal, replies[i], sentAt, receivedAt)) (retries ??= []).push(renewal)
+        }
+        const woken = Effect.sync(() => this.signal(-Infinity, -Infinity))
+        if (retries === undefined) return woken
+        return Effect.andThen(
+          Effect.forEach(retries, (renewal) => this.retryLater(renewal, receivedAt), { discard: true }),
+          woken
+        )
+      })
+    )
+  }
+}
