@@ -11,7 +11,7 @@
  * and command is bounded by `--timeout` (default 5 seconds). Failures print one line to standard
  * error and exit with status 1.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -28,7 +28,7 @@ import * as Output from "./internal/output.ts"
  * The version `sage-lock --version` prints (the package's version).
  *
  * @category models
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const version: string = "0.1.0"
 
@@ -213,7 +213,7 @@ const release = Command.make(
  * The `sage-lock` command with its subcommands `inspect`, `list` and `release`.
  *
  * @category constructors
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const command: Command.Command<"sage-lock", {}, {}, CommandFailed, never> = Command.make("sage-lock").pipe(
   Command.withDescription("Inspect, list and force-release @sage/lock locks on Redis or Valkey"),
@@ -281,7 +281,7 @@ const settings = Layer.mergeAll(
  * ```
  *
  * @category running
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const run = (
   args: ReadonlyArray<string>

@@ -6,7 +6,7 @@
  * The command prints the message to standard error itself (`sage-lock: <message>`), so the error is
  * marked as reported: `NodeRuntime.runMain` sets exit code 1 without logging it (no stack trace).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
@@ -29,7 +29,7 @@ import * as Schema from "effect/Schema"
  * ```
  *
  * @category errors
- * @since 0.1.0
+ * @since 0.2.0
  */
 export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", {
   message: Schema.String
