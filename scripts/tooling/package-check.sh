@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks what gets published, the way a user receives it (part of `npm test`):
-#   1. packs @sage/lock, @sage/lock-node-redis and @sage/lock-cli with `pnpm pack` (their prepack
-#      builds dist/);
+#   1. packs @sage/lock, @sage/lock-node-redis and @sage/lock-cli as `npm run pack` does (pack.sh:
+#      `pnpm pack`, whose prepack builds dist/);
 #   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
 #   3. installs the tarballs with effect and redis from the npm registry into a fresh temporary
 #      project outside the workspace (one copy of each: the CLI shares the application's), and runs a
@@ -32,16 +32,8 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-step "build and pack (prepack builds each package; @sage/lock first, then the backend and the CLI against its dist/)"
-mkdir -p "$work/tarballs"
-for dir in packages/lock packages/node-redis packages/cli; do
-  # pnpm pack lists every file; keep its output (with any tsc error of the build) for a failure only.
-  if ! (cd "$dir" && pnpm pack --pack-destination "$work/tarballs" >"$work/pack.log" 2>&1); then
-    cat "$work/pack.log" >&2
-    echo "package-check: pnpm pack failed in $dir" >&2
-    exit 1
-  fi
-done
+step "build and pack as the README's from-source path does (pack.sh; @sage/lock first, then the backend and the CLI)"
+bash "$here/pack.sh" "$work/tarballs"
 lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
 backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
 cli_tgz=$(ls "$work"/tarballs/sage-lock-cli-*.tgz)
