@@ -1,7 +1,7 @@
 /**
- * Contract: the lease in the body, fencing tokens and the scoped acquire (issue 9, items 1-3).
+ * Contract: the lease in the body, fencing tokens and the scoped acquire.
  *
- * @since 0.3.0
+ * @since 0.2.0
  */
 import { assert, type Vitest } from "@effect/vitest"
 import * as Duration from "effect/Duration"
