@@ -30,11 +30,12 @@ import * as Scope from "effect/Scope"
 import * as Exit from "effect/Exit"
 import { LockBackend } from "@sage/lock"
 import { InvalidArgument } from "@sage/lock/LockError"
-import { classify } from "./internal/classify.ts"
-import { noReply, type Send } from "./internal/commands.ts"
-import * as Standalone from "./internal/standalone.ts"
-import { valueText } from "./internal/valueText.ts"
-import type { Subscriber } from "./internal/wakeups.ts"
+import { classify } from "./internal/connection/classify.ts"
+import type { SharedClient } from "./internal/connection/clients.ts"
+import { noReply, type Send } from "./internal/connection/commands.ts"
+import { valueText } from "./internal/options/valueText.ts"
+import * as Standalone from "./internal/standalone/backend.ts"
+import type { Subscriber } from "./internal/wakeups/subscriber.ts"
 
 /**
  * Options of the backend over Effect's `Redis` service.
@@ -112,10 +113,9 @@ const subscriberVia = (redis: Redis.Redis["Service"]): Effect.Effect<() => Promi
  * `@effect/platform-node`'s `NodeRedis` service (its raw node-redis client), looked up by its
  * public key so that this module needs nothing from that package.
  */
-class NodeRedisClient extends Context.Service<
-  NodeRedisClient,
-  { readonly client: Pick<Standalone.SharedClient, "duplicate"> }
->()("@effect/platform-node/NodeRedis") {}
+class NodeRedisClient extends Context.Service<NodeRedisClient, { readonly client: Pick<SharedClient, "duplicate"> }>()(
+  "@effect/platform-node/NodeRedis"
+) {}
 
 /**
  * The backend over the `Redis` service in context; what it opens closes with the scope, and the

@@ -12,14 +12,15 @@
  * below 2^53, an empty key, a time limit that is not a positive, finite number) fail with
  * `InvalidArgument` before anything is sent.
  *
- * @since 0.3.0
+ * @since 0.2.0
  */
 import * as Effect from "effect/Effect"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
-import { commandTimeout } from "./internal/commandTimeout.ts"
-import { type CommandClient, runScript, sendWithin, unexpected } from "./internal/commands.ts"
+import { type CommandClient, runScript, sendWithin } from "./internal/connection/commands.ts"
+import { commandTimeout } from "./internal/options/commandTimeout.ts"
+import { valueText } from "./internal/options/valueText.ts"
+import { unexpected } from "./internal/replies.ts"
 import * as Scripts from "./internal/scripts.ts"
-import { valueText } from "./internal/valueText.ts"
 
 /**
  * What a fenced write needs of a client: node-redis's `sendCommand(args)`, as a standalone client (or
@@ -27,7 +28,7 @@ import { valueText } from "./internal/valueText.ts"
  * `{ sendCommand: (args) => cluster.sendCommand(key, false, args) }`.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export type Client = CommandClient
 
@@ -35,7 +36,7 @@ export type Client = CommandClient
  * One fenced write.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface SetOptions {
   /** The data key. */
@@ -58,7 +59,7 @@ export interface SetOptions {
  * written, so nothing was written.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export type SetResult = { readonly _tag: "Written" } | { readonly _tag: "Stale"; readonly lastToken: number }
 
@@ -106,7 +107,7 @@ const checkSet = (options: SetOptions): Effect.Effect<number, InvalidArgument> =
  * ```
  *
  * @category writes
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const set = (client: Client, options: SetOptions): Effect.Effect<SetResult, LockRedisError | InvalidArgument> =>
   Effect.flatMap(

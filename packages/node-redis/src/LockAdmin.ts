@@ -10,21 +10,22 @@
  * The key format these functions read is stable for 0.x: see `LockScripts.lockKey` and
  * `docs/admin.md`.
  *
- * @since 0.3.0
+ * @since 0.2.0
  */
 import * as Effect from "effect/Effect"
 import { LockScripts } from "@sage/lock"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
-import { classify } from "./internal/classify.ts"
-import { commandTimeout } from "./internal/commandTimeout.ts"
-import { type CommandClient, sendWithin, unexpected } from "./internal/commands.ts"
-import { valueText } from "./internal/valueText.ts"
+import { classify } from "./internal/connection/classify.ts"
+import { type CommandClient, sendWithin } from "./internal/connection/commands.ts"
+import { commandTimeout } from "./internal/options/commandTimeout.ts"
+import { valueText } from "./internal/options/valueText.ts"
+import { unexpected } from "./internal/replies.ts"
 
 /**
  * A client that sends commands to the one node holding every key (a standalone `createClient`).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface SingleNodeClient {
   sendCommand(args: Array<string>): Promise<unknown>
@@ -36,7 +37,7 @@ export interface SingleNodeClient {
  * master, where the lock's keys are.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface SentinelClient {
   getMasterNode(): unknown
@@ -51,7 +52,7 @@ export interface SentinelClient {
  * What the admin functions need of a node-redis Cluster client (`createCluster`).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface ClusterClient {
   readonly masters: ReadonlyArray<unknown>
@@ -63,7 +64,7 @@ export interface ClusterClient {
  * Any client the admin functions accept.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export type Client = SingleNodeClient | SentinelClient | ClusterClient
 
@@ -71,7 +72,7 @@ export type Client = SingleNodeClient | SentinelClient | ClusterClient
  * What the server says about one lock.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.0
  */
 export interface LockInfo {
   /** The lock's Redis key (`<namespace>:{<key>}`). */
@@ -173,7 +174,7 @@ const checkLockKey = (key: string): Effect.Effect<string, InvalidArgument> =>
  * ```
  *
  * @category inspection
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const inspect = (
   client: Client,
@@ -238,7 +239,7 @@ const scanNode = (
  * ```
  *
  * @category inspection
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const list = (
   client: Client,
@@ -288,7 +289,7 @@ export const list = (
  * ```
  *
  * @category administration
- * @since 0.3.0
+ * @since 0.2.0
  */
 export const forceRelease = (
   client: Client,

@@ -30,23 +30,19 @@
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
-import * as Result from "effect/Result"
+import type * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { LockBackend } from "@sage/lock"
-import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
+import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import type { RedisClientOptions, RedisClusterOptions } from "redis"
-import * as Address from "./internal/address.ts"
-import * as ClusterTopology from "./internal/cluster.ts"
-import * as Connecting from "./internal/connecting.ts"
-import * as Pool from "./internal/pool.ts"
-import { makeBackend } from "./internal/replicated.ts"
-import * as SentinelTopology from "./internal/sentinel.ts"
-import * as SharedSentinelTopology from "./internal/sharedSentinel.ts"
-import * as SilentConnection from "./internal/silentConnection.ts"
-import * as Standalone from "./internal/standalone.ts"
-import { maxTimerMillis } from "./internal/timerDelay.ts"
-import { valueText } from "./internal/valueText.ts"
+import { clusterFromConfig, sentinelFromConfig, standaloneFromConfig } from "./internal/config.ts"
+import type * as Clients from "./internal/connection/clients.ts"
+import * as Connecting from "./internal/connection/connecting.ts"
+import type * as ClusterTopology from "./internal/replicated/cluster/cluster.ts"
+import { fromSharedCluster, prepareCluster } from "./internal/replicated/cluster/prepare.ts"
+import { fromSharedSentinel, prepareSentinel } from "./internal/replicated/sentinel/prepare.ts"
+import type * as SharedSentinelTopology from "./internal/replicated/sentinel/sharedSentinel.ts"
+import { fromSharedClient, prepare } from "./internal/standalone/prepare.ts"
 
 /**
  * Options shared by every deployment.
@@ -128,129 +124,6 @@ export interface ClusterOptions extends CommonOptions {
 }
 
 /**
- * Shared connections to a Sentinel master: every lock operation goes to that one server, so it gets
- * two, as the standalone layer does; a Cluster client keeps one per master (see `Pool.make`).
- */
-const sentinelSharedLanes = 2
-
-/**
- * A Sentinel master takes every acquisition, so acknowledged ones that come together are committed
- * as a group (one `ROLE` and one `WAIT` for several scripts); on Cluster batches per master stay
- * small and it did not pay (see `internal/groupCommit.ts`).
- */
-const sentinelOptions = { groupCommit: true } as const
-
-// Values and reasons can hold URLs or addresses with credentials: passwords never reach an error.
-const invalid = (field: string, value: unknown, reason: string): InvalidArgument =>
-  new InvalidArgument({
-    field,
-    value: Address.redactCredentials(valueText(value)),
-    reason: Address.redactCredentials(reason)
-  })
-
-/**
- * A URL node-redis would throw on (with the password on the error) is refused here instead. The
- * value is shown with everything before its last `@` hidden: a URL that does not parse cannot be
- * trusted to say where its password ends.
- */
-const checkUrl = (field: string, url: unknown): Effect.Effect<void, InvalidArgument> => {
-  const problem = url === undefined ? undefined : Address.checkRedisUrl(url)
-  return problem === undefined
-    ? Effect.void
-    : Effect.fail(invalid(field, typeof url === "string" ? Address.redactUrl(url) : url, `the URL ${problem}`))
-}
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/** Whether `value` is an object with these methods (a client of the kind a function expects). */
-const hasMethods = (value: unknown, names: ReadonlyArray<string>): boolean =>
-  typeof value === "object" &&
-  value !== null &&
-  names.every((name) => typeof (value as Record<string, unknown>)[name] === "function")
-
-/**
- * Why a client the application passes (`fromClient`, `fromSentinel`, `fromCluster`) cannot be
- * used, if it cannot: it is not the kind of node-redis client asked for, or it is not connected.
- */
-const unusableClient = (
-  field: string,
-  client: unknown,
-  kind: { readonly methods: ReadonlyArray<string>; readonly what: string; readonly also?: boolean }
-): InvalidArgument | undefined => {
-  if (!hasMethods(client, kind.methods) || kind.also === false) {
-    return invalid(field, typeof client, `must be a node-redis ${kind.what}`)
-  }
-  if ((client as { readonly isOpen?: unknown }).isOpen !== true) {
-    return invalid(field, "not connected", "connect the client before building the lock on it")
-  }
-  return undefined
-}
-
-/**
- * node-redis client options the lock passes on (the standalone options, a Sentinel's node or
- * sentinel options, a Cluster's defaults): an object, its URL one node-redis can parse, and a
- * `socket` that names a usable host and port when it names them. node-redis would otherwise throw
- * with the URL (and its password) on the error, or quietly connect to 127.0.0.1:6379.
- */
-const checkClientOptions = (field: string, options: unknown): Effect.Effect<void, InvalidArgument> =>
-  Effect.gen(function* () {
-    if (options === undefined) return
-    if (!isRecord(options)) return yield* invalid(field, options, "must be an options object")
-    const prefix = field === "options" ? "" : `${field}.`
-    yield* checkUrl(`${prefix}url`, options["url"])
-    for (const name of ["username", "password"]) {
-      const value = options[name]
-      // The value itself is never shown: it may be the password.
-      if (value !== undefined && typeof value !== "string") {
-        return yield* invalid(`${prefix}${name}`, typeof value, "must be a string")
-      }
-    }
-    const database = options["database"]
-    if (database !== undefined && !(Number.isInteger(database) && (database as number) >= 0)) {
-      return yield* invalid(`${prefix}database`, database, "must be an integer of at least 0")
-    }
-    const socket = options["socket"]
-    if (socket === undefined) return
-    if (!isRecord(socket)) return yield* invalid(`${field}.socket`, socket, "must be an object")
-    const host = socket["host"]
-    if (host !== undefined) {
-      const problem = Address.checkHost(host)
-      if (problem !== undefined) return yield* invalid(`${field}.socket.host`, host, problem)
-    }
-    const port = socket["port"]
-    if (port !== undefined) {
-      const problem = Address.checkPort(port)
-      if (problem !== undefined) return yield* invalid(`${field}.socket.port`, port, problem)
-    }
-  })
-
-const validate = (
-  options: CommonOptions
-): Effect.Effect<{ maxConnections: number; connectTimeout: number }, InvalidArgument> => {
-  if (!isRecord(options as unknown)) return Effect.fail(invalid("options", options, "must be an options object"))
-  const pool = options.dedicatedPool
-  if (pool !== undefined && !isRecord(pool as unknown)) {
-    return Effect.fail(invalid("dedicatedPool", pool, "must be an object, e.g. { maxConnections: 10 }"))
-  }
-  const max = pool?.maxConnections ?? 10
-  if (!(Number.isInteger(max) && max >= 1)) {
-    return Effect.fail(invalid("dedicatedPool.maxConnections", max, "must be an integer of at least 1"))
-  }
-  const connectTimeout = options.connectTimeoutMillis ?? 10_000
-  if (!(typeof connectTimeout === "number" && connectTimeout > 0 && connectTimeout <= maxTimerMillis)) {
-    return Effect.fail(
-      invalid(
-        "connectTimeoutMillis",
-        connectTimeout,
-        `must be positive and at most ${maxTimerMillis} (about 24.8 days)`
-      )
-    )
-  }
-  return Effect.succeed({ maxConnections: max, connectTimeout })
-}
-
-/**
  * Connects a standalone client and returns the backend; the client closes with the scope.
  *
  * @category constructors
@@ -260,37 +133,6 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> => Effect.flatten(prepare(options))
 
-/** The standalone options checked (no I/O), and the connect they describe. */
-const prepare = (options: Options): Effect.Effect<Connect, InvalidArgument> =>
-  Effect.gen(function* () {
-    const { connectTimeout } = yield* validate(options)
-    yield* checkClientOptions("options", options)
-    const connections = options.connections ?? 2
-    if (!(Number.isInteger(connections) && connections >= 1 && connections <= 16)) {
-      return yield* Effect.fail(invalid("connections", connections, "must be an integer from 1 to 16"))
-    }
-    const {
-      dedicatedPool: _pool,
-      connectTimeoutMillis: _timeout,
-      connections: _connections,
-      ...clientOptions
-    } = options
-    return Effect.gen(function* () {
-      const [first, ...others] = yield* Effect.forEach(
-        Array.from({ length: connections }),
-        () =>
-          SilentConnection.watch({
-            open: Standalone.connect(Address.withoutBracketedUrl(clientOptions) as RedisClientOptions, connectTimeout)
-          }),
-        { concurrency: "unbounded" }
-      )
-      return yield* Standalone.fromClients([first!, ...others], "node-redis standalone")
-    })
-  })
-
-/** What a checked set of options connects: the connected backend, its connections in the scope. */
-type Connect = Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope>
-
 /**
  * A node-redis client the application already owns, as accepted by `fromClient`/`layerFromClient`:
  * what `createClient` returns, connected by the application (it must report `isOpen`; only
@@ -299,7 +141,7 @@ type Connect = Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgume
  * @category models
  * @since 0.2.0
  */
-export type SharedClient = Standalone.SharedClient
+export type SharedClient = Clients.SharedClient
 
 /**
  * The standalone backend over a client the application already owns and has connected: lock
@@ -317,15 +159,7 @@ export type SharedClient = Standalone.SharedClient
  * @since 0.2.0
  */
 export const fromClient = (client: SharedClient): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
-  Effect.suspend(() => {
-    // A client never connected, or closed, would fail every command with "The client is closed".
-    const unusable = unusableClient("client", client, {
-      methods: ["sendCommand", "duplicate"],
-      what: "client (createClient)"
-    })
-    if (unusable !== undefined) return Effect.fail(unusable)
-    return Standalone.fromClients([client], "node-redis standalone (shared client)")
-  })
+  fromSharedClient(client)
 
 /**
  * The `LockBackend` over a node-redis client the application already owns (see `fromClient`).
@@ -423,24 +257,7 @@ export interface SharedSentinelOptions {
 export const fromSentinel = (
   sentinel: SharedSentinel,
   options: SharedSentinelOptions = {}
-): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
-  Effect.gen(function* () {
-    const { maxConnections } = yield* validate(options)
-    const unusable = unusableClient("sentinel", sentinel, {
-      methods: ["getMasterNode", "getReplicaNodes", "subscribe", "unsubscribe"],
-      what: "Sentinel client (createSentinel)"
-    })
-    if (unusable !== undefined) return yield* unusable
-    const pool = yield* Pool.make({
-      maxConnections,
-      clientOptions: options.nodeClientOptions ?? {},
-      sharedLanes: sentinelSharedLanes
-    })
-    return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, {
-      ...sentinelOptions,
-      sharedSubscriber: true
-    })
-  })
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> => fromSharedSentinel(sentinel, options)
 
 /**
  * The `LockBackend` over a Sentinel client the application owns (see `fromSentinel`).
@@ -523,30 +340,7 @@ export interface SharedClusterOptions {
 export const fromCluster = (
   cluster: SharedCluster,
   options: SharedClusterOptions = {}
-): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
-  Effect.gen(function* () {
-    const { maxConnections } = yield* validate(options)
-    const unusable = unusableClient("cluster", cluster, {
-      methods: ["sendCommand", "sSubscribe", "sUnsubscribe"],
-      what: "Cluster client (createCluster)",
-      also: Array.isArray((cluster as { readonly slots?: unknown } | null)?.slots)
-    })
-    if (unusable !== undefined) return yield* unusable
-    const own = cluster._options
-    const pool = yield* Pool.make({
-      maxConnections,
-      clientOptions: (options.defaults ?? own?.defaults ?? {}) as RedisClientOptions,
-      resolve: ClusterTopology.addressMapper(
-        options.nodeAddressMap ?? (own?.nodeAddressMap as RedisClusterOptions["nodeAddressMap"])
-      )
-    })
-    return yield* makeBackend(
-      ClusterTopology.topology(cluster, "node-redis cluster (shared client)"),
-      pool,
-      undefined,
-      { sharedSubscriber: true }
-    )
-  })
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> => fromSharedCluster(cluster, options)
 
 /**
  * The `LockBackend` over a Cluster client the application owns (see `fromCluster`).
@@ -571,41 +365,6 @@ export const makeSentinel = (
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.flatten(prepareSentinel(options))
 
-/** The Sentinel options checked (no I/O), and the connect they describe. */
-const prepareSentinel = (options: SentinelOptions): Effect.Effect<Connect, InvalidArgument> =>
-  Effect.gen(function* () {
-    const { connectTimeout, maxConnections } = yield* validate(options)
-    if (typeof options.name !== "string" || options.name.length === 0) {
-      return yield* invalid("name", options.name, "the master name must be a non-empty string")
-    }
-    if (!Array.isArray(options.sentinels) || options.sentinels.length === 0) {
-      return yield* invalid("sentinels", options.sentinels, "at least one sentinel is needed")
-    }
-    for (const node of options.sentinels) {
-      const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
-      if (problem !== undefined) return yield* invalid("sentinels", node, problem)
-    }
-    yield* checkClientOptions("nodeClientOptions", options.nodeClientOptions)
-    yield* checkClientOptions("sentinelClientOptions", options.sentinelClientOptions)
-    return Effect.gen(function* () {
-      const topology = yield* SentinelTopology.connect(
-        {
-          name: options.name,
-          sentinels: options.sentinels.map(({ host, port }) => ({ host, port })),
-          sentinelClientOptions: options.sentinelClientOptions,
-          nodeClientOptions: options.nodeClientOptions
-        },
-        connectTimeout
-      )
-      const pool = yield* Pool.make({
-        maxConnections,
-        clientOptions: options.nodeClientOptions ?? {},
-        sharedLanes: sentinelSharedLanes
-      })
-      return yield* makeBackend(topology, pool, undefined, sentinelOptions)
-    })
-  })
-
 /**
  * Connects to a Cluster and returns the backend; it follows slot moves and failovers.
  *
@@ -616,55 +375,6 @@ export const makeCluster = (
   options: ClusterOptions
 ): Effect.Effect<LockBackend.Backend, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.flatten(prepareCluster(options))
-
-/** The Cluster options checked (no I/O), and the connect they describe. */
-const prepareCluster = (options: ClusterOptions): Effect.Effect<Connect, InvalidArgument> =>
-  Effect.gen(function* () {
-    const { connectTimeout, maxConnections } = yield* validate(options)
-    if (!Array.isArray(options.rootNodes) || options.rootNodes.length === 0) {
-      return yield* invalid("rootNodes", options.rootNodes, "at least one node is needed")
-    }
-    for (const node of options.rootNodes) {
-      if (!isRecord(node) || (node["url"] === undefined && node["socket"] === undefined)) {
-        return yield* invalid("rootNodes", node, "each node needs a url or socket options")
-      }
-      yield* checkClientOptions("rootNodes", node)
-    }
-    yield* checkClientOptions("defaults", options.defaults)
-    return Effect.gen(function* () {
-      const cluster = yield* ClusterTopology.connect(
-        {
-          rootNodes: options.rootNodes.map((node) => Address.withoutBracketedUrl(node)),
-          ...(options.defaults === undefined ? {} : { defaults: options.defaults }),
-          ...(options.nodeAddressMap === undefined ? {} : { nodeAddressMap: options.nodeAddressMap })
-        } as RedisClusterOptions,
-        connectTimeout
-      )
-      const pool = yield* Pool.make({
-        maxConnections,
-        clientOptions: (options.defaults ?? {}) as RedisClientOptions,
-        resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
-      })
-      return yield* makeBackend(
-        ClusterTopology.topology(cluster, undefined, ClusterTopology.watchShardedPubSub(cluster)),
-        pool
-      )
-    })
-  })
-
-/**
- * The layer of checked options: it fails at once on a bad option, and otherwise provides the backend
- * while it connects (see `LockBackend.Backend.connected`): the lock's layer then checks its own
- * options before it waits for the connection, and fails with the connection's failure.
- */
-const connectingLayer = <E>(
-  description: string,
-  prepared: Effect.Effect<Connect, E>
-): Layer.Layer<LockBackend.LockBackend, E> =>
-  Layer.effect(
-    LockBackend.LockBackend,
-    Effect.flatMap(prepared, (connect) => Connecting.backend(description, connect))
-  )
 
 /**
  * The `LockBackend` for one standalone Redis or Valkey server.
@@ -684,7 +394,7 @@ const connectingLayer = <E>(
  * @since 0.1.0
  */
 export const layer = (options: Options = {}): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
-  connectingLayer("node-redis standalone", prepare(options))
+  Connecting.layer("node-redis standalone", prepare(options))
 
 /**
  * The `LockBackend` for a master with replicas managed by Sentinel.
@@ -704,7 +414,7 @@ export const layer = (options: Options = {}): Layer.Layer<LockBackend.LockBacken
  * @since 0.1.0
  */
 export const layerSentinel = (options: SentinelOptions): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
-  connectingLayer("node-redis sentinel", prepareSentinel(options))
+  Connecting.layer("node-redis sentinel", prepareSentinel(options))
 
 /**
  * The `LockBackend` for a Redis or Valkey Cluster.
@@ -724,7 +434,7 @@ export const layerSentinel = (options: SentinelOptions): Layer.Layer<LockBackend
  * @since 0.1.0
  */
 export const layerCluster = (options: ClusterOptions): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
-  connectingLayer("node-redis cluster", prepareCluster(options))
+  Connecting.layer("node-redis cluster", prepareCluster(options))
 
 /**
  * Credentials and pool size shared by the `Config` layers.
@@ -750,14 +460,6 @@ export interface ConfigOptions extends ConfigAuth {
   readonly connections?: number | undefined
 }
 
-const auth = (config: ConfigAuth) => ({
-  ...(config.username === undefined ? {} : { username: config.username }),
-  ...(config.password === undefined ? {} : { password: Redacted.value(config.password) })
-})
-
-const pool = (config: ConfigAuth) =>
-  config.maxConnections === undefined ? {} : { dedicatedPool: { maxConnections: config.maxConnections } }
-
 /**
  * The standalone backend configured from `Config`, e.g. `REDIS_URL`.
  *
@@ -778,17 +480,7 @@ const pool = (config: ConfigAuth) =>
 export const layerConfig = (
   options: Config.Wrap<ConfigOptions>
 ): Layer.Layer<LockBackend.LockBackend, InvalidArgument | Config.ConfigError> =>
-  connectingLayer(
-    "node-redis standalone",
-    Effect.flatMap(Config.unwrap(options), (config) =>
-      prepare({
-        url: config.url,
-        ...auth(config),
-        ...pool(config),
-        ...(config.connections === undefined ? {} : { connections: config.connections })
-      })
-    )
-  )
+  Connecting.layer("node-redis standalone", Effect.flatMap(Config.unwrap(options), standaloneFromConfig))
 
 /**
  * The options `layerSentinelConfig` reads: `sentinels` is a comma-separated `host:port` list.
@@ -801,13 +493,6 @@ export interface SentinelConfigOptions extends ConfigAuth {
   readonly sentinels: string
 }
 
-/** The non-empty, trimmed entries of a comma-separated list. */
-const commaList = (list: string): Array<string> =>
-  list
-    .split(",")
-    .map((entry) => entry.trim())
-    .filter((entry) => entry.length > 0)
-
 /**
  * The Sentinel backend configured from `Config`, e.g. `REDIS_SENTINELS=10.0.0.5:26379,10.0.0.6:26379`.
  *
@@ -817,19 +502,7 @@ const commaList = (list: string): Array<string> =>
 export const layerSentinelConfig = (
   options: Config.Wrap<SentinelConfigOptions>
 ): Layer.Layer<LockBackend.LockBackend, InvalidArgument | Config.ConfigError> =>
-  connectingLayer(
-    "node-redis sentinel",
-    Effect.gen(function* () {
-      const config = yield* Config.unwrap(options)
-      const sentinels: Array<Address.HostPort> = []
-      for (const entry of commaList(config.sentinels)) {
-        const parsed = Address.parse(entry)
-        if (Result.isFailure(parsed)) return yield* invalid("sentinels", config.sentinels, parsed.failure)
-        sentinels.push(parsed.success)
-      }
-      return yield* prepareSentinel({ name: config.name, sentinels, nodeClientOptions: auth(config), ...pool(config) })
-    })
-  )
+  Connecting.layer("node-redis sentinel", Effect.flatMap(Config.unwrap(options), sentinelFromConfig))
 
 /**
  * The options `layerClusterConfig` reads: `nodes` is a comma-separated list of `redis://` URLs.
@@ -850,15 +523,4 @@ export interface ClusterConfigOptions extends ConfigAuth {
 export const layerClusterConfig = (
   options: Config.Wrap<ClusterConfigOptions>
 ): Layer.Layer<LockBackend.LockBackend, InvalidArgument | Config.ConfigError> =>
-  connectingLayer(
-    "node-redis cluster",
-    Effect.gen(function* () {
-      const config = yield* Config.unwrap(options)
-      const urls = commaList(config.nodes)
-      for (const url of urls) {
-        const problem = Address.checkRedisUrl(url)
-        if (problem !== undefined) return yield* invalid("nodes", config.nodes, `"${url}" ${problem}`)
-      }
-      return yield* prepareCluster({ rootNodes: urls.map((url) => ({ url })), defaults: auth(config), ...pool(config) })
-    })
-  )
+  Connecting.layer("node-redis cluster", Effect.flatMap(Config.unwrap(options), clusterFromConfig))

@@ -1,17 +1,36 @@
 /**
  * @sage/lock-node-redis: node-redis backends for @sage/lock.
  *
+ * @packageDocumentation
+ * @module @sage/lock-node-redis
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * The backends over node-redis: one server, a Sentinel-managed master, a Cluster, or a client the
+ * application owns.
+ *
+ * @since 0.1.0
+ */
 export * as NodeRedisBackend from "./NodeRedisBackend.ts"
 
-/** @since 0.2.0 */
+/**
+ * The standalone backend over Effect's `Redis` service (`NodeRedis.layer`).
+ *
+ * @since 0.2.0
+ */
 export * as EffectRedisBackend from "./EffectRedisBackend.ts"
 
-/** @since 0.3.0 */
+/**
+ * Writes to Redis data that a stale lock holder cannot overwrite, checked by fencing token.
+ *
+ * @since 0.2.0
+ */
 export * as FencedWrite from "./FencedWrite.ts"
 
-/** @since 0.3.0 */
+/**
+ * See, list and force-release locks: what an operator needs.
+ *
+ * @since 0.2.0
+ */
 export * as LockAdmin from "./LockAdmin.ts"

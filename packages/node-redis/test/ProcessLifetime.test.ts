@@ -1,5 +1,5 @@
 // A lock command's time limit keeps working in a process that has nothing else to do. The limits
-// share one unreferenced timer (src/internal/deadlines.ts), which does not keep the process alive
+// share one unreferenced timer (src/internal/connection/deadlines.ts), which does not keep the process alive
 // by itself: what does is the client's connection, open while a command waits for its reply. Here a
 // child process run with `Effect.runPromise` freezes the server and asks for a lock with a 1 s
 // wait: it must live until the limit ends the call and report `TimedOut`, not exit silently with the

@@ -6,7 +6,7 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
-import * as Address from "../src/internal/address.ts"
+import * as Address from "../src/internal/connection/address.ts"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 describe("addresses", () => {

@@ -9,7 +9,7 @@ import {
   SocketClosedUnexpectedlyError,
   TimeoutError
 } from "redis"
-import { classify } from "../src/internal/classify.ts"
+import { classify } from "../src/internal/connection/classify.ts"
 
 describe("classify", () => {
   const temporary = [

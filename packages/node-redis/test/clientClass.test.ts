@@ -4,7 +4,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
-import { makeClients } from "../src/internal/clientClass.ts"
+import { makeClients } from "../src/internal/connection/clientClass.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 

@@ -1,8 +1,8 @@
-// The shared timer behind every lock command's time limit (src/internal/deadlines.ts), on Node's
+// The shared timer behind every lock command's time limit (src/internal/connection/deadlines.ts), on Node's
 // real timers. Limits are short and the margins wide: what is checked is order and "never early",
 // which do not depend on how busy the machine is.
 import { assert, describe, it } from "@effect/vitest"
-import * as Deadlines from "../src/internal/deadlines.ts"
+import * as Deadlines from "../src/internal/connection/deadlines.ts"
 
 const sleep = (millis: number) => new Promise<void>((resolve) => setTimeout(resolve, millis))
 

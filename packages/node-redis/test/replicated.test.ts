@@ -11,8 +11,9 @@ import { TestClock } from "effect/testing"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
-import type { Pool } from "../src/internal/pool.ts"
-import { makeBackend, type Route, type Topology } from "../src/internal/replicated.ts"
+import type { Pool } from "../src/internal/pool/pool.ts"
+import { makeBackend } from "../src/internal/replicated/backend.ts"
+import type { Route, Topology } from "../src/internal/replicated/topology.ts"
 import * as Scripts from "../src/internal/scripts.ts"
 
 const scripted = (options: {

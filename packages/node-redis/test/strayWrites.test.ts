@@ -8,8 +8,9 @@ import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
-import * as Pool from "../src/internal/pool.ts"
-import { makeBackend, type Topology } from "../src/internal/replicated.ts"
+import * as Pool from "../src/internal/pool/pool.ts"
+import { makeBackend } from "../src/internal/replicated/backend.ts"
+import type { Topology } from "../src/internal/replicated/topology.ts"
 import { noWakeups } from "./support.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()

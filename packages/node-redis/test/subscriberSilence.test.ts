@@ -7,8 +7,8 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { LockScripts } from "@sage/lock"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
-import { masterSubscriber } from "../src/internal/sentinel.ts"
-import * as Wakeups from "../src/internal/wakeups.ts"
+import { masterSubscriber } from "../src/internal/replicated/sentinel/masterSubscriber.ts"
+import * as Wakeups from "../src/internal/wakeups/wakeups.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 const now = Effect.sync(() => performance.now())

@@ -7,10 +7,10 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import { ClusterTopology, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
-import * as Cluster from "../src/internal/cluster.ts"
-import * as Pool from "../src/internal/pool.ts"
-import * as Standalone from "../src/internal/standalone.ts"
-import { attemptGraceMillis, destroyForGood } from "../src/internal/teardown.ts"
+import * as Cluster from "../src/internal/replicated/cluster/cluster.ts"
+import * as Pool from "../src/internal/pool/pool.ts"
+import * as Standalone from "../src/internal/standalone/connect.ts"
+import { attemptGraceMillis, destroyForGood } from "../src/internal/connection/teardown.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 

@@ -8,8 +8,8 @@ import * as Fiber from "effect/Fiber"
 import { TestClock } from "effect/testing"
 import { ErrorReply, SocketClosedUnexpectedlyError } from "redis"
 import { LockScripts } from "@sage/lock"
-import * as Wakeups from "../src/internal/wakeups.ts"
-import type { Subscriber } from "../src/internal/wakeups.ts"
+import * as Wakeups from "../src/internal/wakeups/wakeups.ts"
+import type { Subscriber } from "../src/internal/wakeups/subscriber.ts"
 
 /** A subscriber whose every SUBSCRIBE fails with `error`, counting them. */
 const refusing = (error: unknown) => {

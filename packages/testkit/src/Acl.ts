@@ -40,14 +40,14 @@ export const commands = (mode: Mode): Array<string> => {
     "eval",
     ...scriptCommands,
     // `ping`: asked of a wake-up subscriber when a wait ran out without a message, to find a silent
-    // one (packages/node-redis/src/internal/wakeups.ts). Without it the refusal still counts as an answer.
+    // one (packages/node-redis/src/internal/wakeups/). Without it the refusal still counts as an answer.
     ...(cluster
       ? ["spublish", "ssubscribe", "sunsubscribe", "ping", "cluster|slots", "asking"]
       : ["publish", "subscribe", "unsubscribe", "ping"]),
     ...(replicated ? ["role"] : []),
     ...(acknowledged ? ["wait"] : []),
     // Standalone: each connection's id and address, and closing a silent one at the server before
-    // replacing it (packages/node-redis/src/internal/silentConnection.ts). Optional: without them it
+    // replacing it (packages/node-redis/src/internal/connection/silentConnection.ts). Optional: without them it
     // is kept (`client|id` instead of `client|info` also works, without the address check).
     ...(replicated ? [] : ["client|info", "client|kill"])
   ]

@@ -12,7 +12,7 @@
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { RedisServer } from "./RedisServer.ts"
+import type { RedisServer } from "./internal/serverShape.ts"
 import * as Client from "./internal/client.ts"
 import type { Flavor } from "./ServerBinary.ts"
 import { TestkitError } from "./TestkitError.ts"

@@ -14,6 +14,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Docker from "./Docker.ts"
+import type * as Shape from "./internal/serverShape.ts"
 import * as Client from "./internal/client.ts"
 import * as Launch from "./internal/launch.ts"
 import { trackDir, untrackDir } from "./internal/processes.ts"
@@ -87,36 +88,8 @@ export interface Address {
 /** Per-call options of `commandWith`: user, password, timeout, error replies as values. */
 export type CommandOptions = Client.CommandOptions
 
-/** A running server owned by a scope. */
-export interface RedisServer extends Client.Commands {
-  readonly flavor: ServerBinary.Flavor
-  readonly host: string
-  readonly port: number
-  /** `redis://127.0.0.1:PORT` (`rediss://` for a TLS server) */
-  readonly url: string
-  /** The certificates of a TLS server (`tls: true`), else undefined. */
-  readonly tls: TlsCertificates | undefined
-  /** The temp directory holding server.log and stdio.log ("" in Docker mode). */
-  readonly dir: string
-  /** The extra arguments given to `start` (reused by `restart`). */
-  readonly args: ReadonlyArray<string>
-  /** The pid of the current process (changes on restart; -1 in Docker mode or before the first start). */
-  readonly pid: number
-  /** Whether the current process has not exited. */
-  readonly running: boolean
-  /** Whether the process is stopped by `pause`. */
-  readonly paused: boolean
-  /** The last `lines` (default 40) lines of the server log and of stdout/stderr. */
-  readonly logTail: (lines?: number) => Effect.Effect<string>
-  /** SIGSTOP: the process freezes; new TCP connects still succeed, commands get no reply. */
-  readonly pause: Effect.Effect<void, TestkitError>
-  /** SIGCONT after `pause`. */
-  readonly resume: Effect.Effect<void, TestkitError>
-  /** SIGKILL and wait for the exit; a no-op when it already exited. */
-  readonly kill: Effect.Effect<void, TestkitError>
-  /** Kill if running, then start again on the same port with the same arguments (empty data set). */
-  readonly restart: Effect.Effect<void, TestkitError>
-}
+/** A running server owned by a scope (its shape lives beside the other modules that return one). */
+export type RedisServer = Shape.RedisServer
 
 const host = "127.0.0.1"
 const maxPortAttempts = 20

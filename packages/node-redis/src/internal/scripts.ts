@@ -1,5 +1,6 @@
-// Runs the lock scripts by SHA1 (`EVALSHA`), falling back to `EVAL` on `NOSCRIPT`, which also puts
-// the script back into the server's cache (after a restart, a failover or `SCRIPT FLUSH`).
+// The lock scripts, each with its SHA1, and the `KEYS` and `ARGV` of each call, for every deployment.
+// They run by SHA1 (`EVALSHA`), falling back to `EVAL` on `NOSCRIPT` (connection/commands.ts), which
+// also puts the script back into the server's cache (after a restart, a failover or `SCRIPT FLUSH`).
 import { createHash } from "node:crypto"
 import { LockScripts } from "@sage/lock"
 import type { LeaseRequest, TransferRequest } from "@sage/lock/LockBackend"

@@ -5,10 +5,8 @@ import * as Result from "effect/Result"
 import { LockRedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
-import type { Topology } from "./replicated.ts"
-import type { Subscriber } from "./wakeups.ts"
-import { connectScoped } from "./scopedClient.ts"
-import { slotOf } from "./slot.ts"
+import type { HostPort } from "../../connection/address.ts"
+import { connectScoped } from "../../connection/scopedClient.ts"
 import {
   attemptGraceMillis,
   attemptSettled,
@@ -16,8 +14,10 @@ import {
   destroyForGood,
   destroyOnLateConnect,
   type Settling
-} from "./teardown.ts"
-import type { HostPort } from "./address.ts"
+} from "../../connection/teardown.ts"
+import type { Subscriber } from "../../wakeups/subscriber.ts"
+import type { Topology } from "../topology.ts"
+import { slotOf } from "./slot.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 

@@ -1,10 +1,11 @@
 // Replica acknowledgement after an applied write (or a batch of them) on one dedicated connection:
 // `WAIT` for the replicas, judged against what the client's view and the master itself (`ROLE`)
-// list. Shared by single operations (replicated.ts) and batched renewal (replicatedRenewal.ts).
+// list. Shared by single operations (guardedWrite.ts) and batched renewal (renewal.ts).
 import * as Effect from "effect/Effect"
 import { LockRedisError } from "@sage/lock/LockError"
-import { replicatedFailure as failure, type Send } from "./commands.ts"
-import type { Route } from "./replicated.ts"
+import type { Send } from "../connection/commands.ts"
+import { replicatedFailure as failure } from "../replies.ts"
+import type { Route } from "./topology.ts"
 
 const noReplicas = (address: string): LockRedisError =>
   new LockRedisError({

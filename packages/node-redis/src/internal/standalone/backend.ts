@@ -2,129 +2,18 @@
 // (each is a single script, so none needs a dedicated connection), each lock key always on the same
 // one. Two by default: while the server runs one connection's scripts, the client prepares the
 // other's. The clients live as long as the layer, reconnect with a short capped backoff, and never
-// throw socket errors.
+// throw socket errors. The same backend runs over Effect's `Redis` service (`backendOver`).
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Backend, LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
-import type { LockRedisError } from "@sage/lock/LockError"
-import { createClient, type RedisClientOptions } from "redis"
-import { classify } from "./classify.ts"
-import {
-  type CommandClient,
-  isReleased,
-  parseTransfer,
-  readAcquire,
-  runScript,
-  scriptsOver,
-  type Send,
-  sendOver,
-  unexpected
-} from "./commands.ts"
-import { laneOf } from "./lane.ts"
-import * as Scripts from "./scripts.ts"
-import { destroyForGood } from "./teardown.ts"
-import * as Wakeups from "./wakeups.ts"
-import type { Subscriber } from "./wakeups.ts"
-
-type Client = ReturnType<typeof createClient>
-
-/** What the lock needs of a client's duplicate, which it owns and uses as the wake-up subscriber. */
-export interface SubscriberClient {
-  on(event: "error", listener: (error: unknown) => void): unknown
-  on(event: "connect" | "reconnecting", listener: () => void): unknown
-  connect(): Promise<unknown>
-  subscribe(channel: string, listener: (message: string) => void): Promise<unknown>
-  unsubscribe(channel: string): Promise<unknown>
-  close(): Promise<unknown>
-  destroy(): void
-  unref(): void
-  readonly isOpen: boolean
-  readonly isReady: boolean
-  sendCommand(args: Array<string>, options?: { readonly timeout?: number }): Promise<unknown>
-}
-
-/** What the lock needs of a connected client it shares: commands, and a duplicate to subscribe with. */
-export interface SharedClient extends CommandClient {
-  duplicate(): SubscriberClient
-}
-
-/** 20 ms doubling up to 500 ms, plus up to 50 ms of jitter: a lock cannot wait seconds to reconnect. */
-export const defaultReconnect = (retries: number): number =>
-  Math.min(20 * 2 ** retries, 500) + Math.floor(Math.random() * 50)
-
-export const connect = (
-  clientOptions: RedisClientOptions,
-  connectTimeoutMillis: number
-): Effect.Effect<Client, LockRedisError, Scope.Scope> =>
-  Effect.gen(function* () {
-    const context = yield* Effect.context()
-    const log = (effect: Effect.Effect<void>) => Effect.runForkWith(context)(effect)
-    const client: Client = createClient({
-      ...clientOptions,
-      socket: { reconnectStrategy: defaultReconnect, ...clientOptions.socket }
-    } as RedisClientOptions) as Client
-    // Until the first `ready`, a connection error fails the layer; afterwards errors are logged once
-    // per outage (node-redis reports every failed reconnect attempt).
-    let ready = false
-    let reported = false
-    let failFirst: ((error: unknown) => void) | undefined
-    client.on("error", (error: unknown) => {
-      if (!ready) return failFirst?.(error)
-      if (reported) return
-      reported = true
-      log(Effect.logWarning("redis connection error; reconnecting", classify("connect", error)))
-    })
-    client.on("ready", () => {
-      ready = true
-      reported = false
-    })
-    const timeout = connectTimeoutMillis
-    let timer: ReturnType<typeof setTimeout> | undefined
-    let state: "connecting" | "connected" | "failed" = "connecting"
-    // Registered before the connect, which then stays interruptible: a layer interrupted while it
-    // connects ends at once instead of at `connectTimeoutMillis`, its client destroyed. A connected
-    // client is closed, then destroyed; `close()` rejects on a client that is already closed
-    // (destroyed after it went silent, or given up on by an application's `reconnectStrategy`): that
-    // is no failure of the close. A failed connect destroyed its client already.
-    yield* Effect.addFinalizer(() => {
-      if (state === "failed") return Effect.void
-      if (state === "connecting") {
-        return Effect.sync(() => {
-          clearTimeout(timer)
-          destroyForGood(client)
-        })
-      }
-      return Effect.promise(() =>
-        Promise.resolve()
-          .then(() => client.close())
-          .catch(() => undefined)
-      ).pipe(Effect.timeoutOption(2_000), Effect.ensuring(Effect.sync(() => destroyForGood(client))))
-    })
-    return yield* Effect.tryPromise({
-      try: () =>
-        new Promise<Client>((resolve, reject) => {
-          failFirst = reject
-          timer = setTimeout(() => reject(new Error(`could not connect within ${timeout} ms`)), timeout)
-          client.connect().then(
-            () => {
-              clearTimeout(timer)
-              state = "connected"
-              resolve(client)
-            },
-            (error: unknown) => {
-              clearTimeout(timer)
-              reject(error)
-            }
-          )
-        }),
-      catch: (error) => {
-        state = "failed"
-        clearTimeout(timer)
-        destroyForGood(client)
-        return classify("connect", error)
-      }
-    })
-  })
+import type { SharedClient, SubscriberClient } from "../connection/clients.ts"
+import { runScript, scriptsOver, type Send, sendOver } from "../connection/commands.ts"
+import { laneOf } from "../connection/lane.ts"
+import { destroyForGood } from "../connection/teardown.ts"
+import { isReleased, parseTransfer, readAcquire, unexpected } from "../replies.ts"
+import * as Scripts from "../scripts.ts"
+import type { Subscriber } from "../wakeups/subscriber.ts"
+import * as Wakeups from "../wakeups/wakeups.ts"
 
 /** At most this many leases go into one `renewAll` script: a long script blocks the server. */
 export const renewChunk = 500

@@ -3,7 +3,7 @@
 // acknowledgement) one `WAIT` for all of them. `WAIT` counts the writes made on its connection, so
 // one `WAIT` after the pipeline covers every renewal in it.
 //
-// The checks are those of a single renewal (`replicated.ts`): a renewal only counts when the node
+// The checks are those of a single renewal (`guardedWrite.ts`): a renewal only counts when the node
 // still calls itself master, the client's view agrees, and the replicas confirmed it. A renewal that
 // meets a redirect (`MOVED`, `ASK`: a slot migrating) is retried on its own through the single-key
 // path, which follows `ASK`.
@@ -11,14 +11,14 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { LeaseRequest, RenewReply } from "@sage/lock/LockBackend"
 import type { LockRedisError } from "@sage/lock/LockError"
+import { monotonicMillis } from "../connection/time.ts"
+import type { Pool } from "../pool/pool.ts"
+import { replicatedFailure as failure } from "../replies.ts"
+import * as Scripts from "../scripts.ts"
 import { awaitReplicas } from "./acknowledgement.ts"
-import { replicatedFailure as failure } from "./commands.ts"
-import type { Pool } from "./pool.ts"
-import type { Route, Topology } from "./replicated.ts"
-import * as Scripts from "./scripts.ts"
 import { suggestsStaleView } from "./staleView.ts"
 import type * as StrayWrites from "./strayWrites.ts"
-import { monotonicMillis } from "./time.ts"
+import type { Route, Topology } from "./topology.ts"
 
 interface Group {
   readonly route: Route

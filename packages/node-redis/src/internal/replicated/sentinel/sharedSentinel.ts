@@ -11,8 +11,8 @@
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import { LockRedisError } from "@sage/lock/LockError"
-import * as Address from "./address.ts"
-import type { Route, Topology } from "./replicated.ts"
+import * as Address from "../../connection/address.ts"
+import type { Route, Topology } from "../topology.ts"
 
 /** What the lock needs of a connected node-redis Sentinel client. */
 export interface SentinelClient {

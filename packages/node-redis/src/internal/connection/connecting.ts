@@ -8,9 +8,13 @@
 // connect still running, which closes what it opened.
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import type { Backend, LeaseRequest } from "@sage/lock/LockBackend"
+import { type Backend, type LeaseRequest, LockBackend } from "@sage/lock/LockBackend"
 import { type InvalidArgument, LockRedisError } from "@sage/lock/LockError"
+
+/** What a checked set of options connects: the connected backend, its connections in the scope. */
+export type Connect = Effect.Effect<Backend, LockRedisError | InvalidArgument, Scope.Scope>
 
 /** How an operation called before the connect completed reports a connect that failed for good. */
 const notConnected = (command: string, error: LockRedisError | InvalidArgument): LockRedisError =>
@@ -41,10 +45,7 @@ const stillConnecting = (command: string, millis: number): LockRedisError =>
  * with the connected backend (or `connect`'s failure). Its own operations wait for the connection
  * within their `timeoutMillis`, then run on it.
  */
-export const backend = (
-  description: string,
-  connect: Effect.Effect<Backend, LockRedisError | InvalidArgument, Scope.Scope>
-): Effect.Effect<Backend, never, Scope.Scope> =>
+export const backend = (description: string, connect: Connect): Effect.Effect<Backend, never, Scope.Scope> =>
   Effect.gen(function* () {
     const ready = Deferred.makeUnsafe<Backend, LockRedisError | InvalidArgument>()
     yield* Effect.forkScoped(
@@ -80,3 +81,14 @@ export const backend = (
       check: (request) => via("check", request, (backend, request) => backend.check(request))
     } satisfies Backend
   })
+
+/**
+ * The layer of checked options: it fails at once on a bad option, and otherwise provides the backend
+ * while it connects (see `LockBackend.Backend.connected`): the lock's layer then checks its own
+ * options before it waits for the connection, and fails with the connection's failure.
+ */
+export const layer = <E>(description: string, prepared: Effect.Effect<Connect, E>): Layer.Layer<LockBackend, E> =>
+  Layer.effect(
+    LockBackend,
+    Effect.flatMap(prepared, (connect) => backend(description, connect))
+  )
