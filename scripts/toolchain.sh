@@ -79,7 +79,8 @@ unpack_valkey() { # <version> [apt options...]: download valkey-server and valke
   local version=$1
   shift
   rm -rf "$apt_dir/dl" && mkdir -p "$apt_dir/dl" || return 1
-  (cd "$apt_dir/dl" && apt-get "$@" download -qq "valkey-server=$version" "valkey-tools=$version" >&2) || return 1
+  # As the user running this (root included), not apt's sandbox user `_apt`, which cannot write here.
+  (cd "$apt_dir/dl" && apt-get -o "APT::Sandbox::User=$(id -un)" "$@" download -qq "valkey-server=$version" "valkey-tools=$version" >&2) || return 1
   for deb in "$apt_dir"/dl/valkey-*.deb; do dpkg -x "$deb" "$tc/valkey" || return 1; done
   [ -e "$valkey_bin" ]
 }
@@ -109,7 +110,7 @@ valkey_from_bookworm_backports() {
   echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" >"$apt_dir/sources.list"
   local aptopts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
     -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
-  apt-get "${aptopts[@]}" update -qq >&2 || return 1
+  apt-get -o "APT::Sandbox::User=$(id -un)" "${aptopts[@]}" update -qq >&2 || return 1
   unpack_valkey "$VALKEY_VERSION" "${aptopts[@]}"
 }
 if [ -z "${VALKEY_SERVER_BIN:-}" ] && ! command -v valkey-server >/dev/null 2>&1 && [ ! -e "$valkey_bin" ]; then

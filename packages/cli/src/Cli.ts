@@ -30,7 +30,7 @@ import * as Output from "./internal/output.ts"
  * @category models
  * @since 0.2.0
  */
-export const version: string = "0.1.0"
+export const version: string = "0.2.0"
 
 const connectionFlags = {
   url: Flag.String("url").pipe(

@@ -1,29 +1,63 @@
 /**
  * @sage/lock: distributed locks for Effect programs on Redis and Valkey.
  *
+ * @packageDocumentation
+ * @module @sage/lock
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * Key types to the text of a lock's Redis key: `string`, `integer`, `bytes`, `schema(S)`, `make`.
+ *
+ * @since 0.1.0
+ */
 export * as KeyCodec from "./KeyCodec.ts"
 
-/** @since 0.2.0 */
+/**
+ * The lease a lock call holds: key, fencing token, remaining validity, `ensure`, `check`, `lost`.
+ *
+ * @since 0.2.0
+ */
 export * as Lease from "./Lease.ts"
 
-/** @since 0.1.0 */
+/**
+ * The `Lock` service: `withLock`, `tryWithLock`, `acquire`, its options and its layers.
+ *
+ * @since 0.1.0
+ */
 export * as Lock from "./Lock.ts"
 
-/** @since 0.1.0 */
+/**
+ * The port a deployment implements (acquire, renew, release, check, wake-ups) and its service key.
+ *
+ * @since 0.1.0
+ */
 export * as LockBackend from "./LockBackend.ts"
 
-/** @since 0.1.0 */
+/**
+ * The errors a lock call adds: `TimedOut`, `LockLost`, `InvalidArgument`, `LockRedisError`.
+ *
+ * @since 0.1.0
+ */
 export * as LockError from "./LockError.ts"
 
-/** @since 0.1.0 */
+/**
+ * The metrics every lock client records, with OpenTelemetry names.
+ *
+ * @since 0.1.0
+ */
 export * as LockMetrics from "./LockMetrics.ts"
 
-/** @since 0.1.0 */
+/**
+ * The Lua protocol every backend runs, and the format of the keys and channels it uses.
+ *
+ * @since 0.1.0
+ */
 export * as LockScripts from "./LockScripts.ts"
 
-/** @since 0.1.0 */
+/**
+ * An in-process backend with leases on Effect's `Clock`: tests and single-process programs.
+ *
+ * @since 0.1.0
+ */
 export * as MemoryBackend from "./MemoryBackend.ts"
