@@ -82,6 +82,12 @@ describe("classify", () => {
       )
     )
     assert.deepInclude(inside, { code: "WRONGTYPE", retryable: false, mayHaveExecuted: true })
+    // Valkey 9.1's wording leaves the SHA1 out.
+    const valkey9 = classify(
+      "EVALSHA",
+      new SimpleError("WRONGTYPE Operation against a key holding the wrong kind of value script: on @user_script:1.")
+    )
+    assert.deepInclude(valkey9, { code: "WRONGTYPE", retryable: false, mayHaveExecuted: true })
     // Refused before the script ran, or by its own error reply (which writes nothing first).
     for (const reply of [
       "WRONGTYPE Operation against a key holding the wrong kind of value",

@@ -1,7 +1,7 @@
 /**
  * Optional container mode for `RedisServer.start` (`SAGE_TEST_DOCKER=1` or `docker: true`): the server
- * runs as a `testcontainers` GenericContainer ("redis:7" or "valkey/valkey:8", port 6379 mapped to a
- * random host port) with the kit's usual flags.
+ * runs as a `testcontainers` GenericContainer ("redis:7", "valkey/valkey:8", "redis:8.0" or
+ * "valkey/valkey:9.1", port 6379 mapped to a random host port) with the kit's usual flags.
  *
  * `testcontainers` is a devDependency of the kit, imported only in this mode; no Docker engine (or a
  * missing package) is a `TestkitError` (reason `DockerUnavailable`) that says so. Supported:
@@ -17,8 +17,15 @@ import * as Client from "./internal/client.ts"
 import type { Flavor } from "./ServerBinary.ts"
 import { TestkitError } from "./TestkitError.ts"
 
+const images: Record<Flavor, string> = {
+  redis7: "redis:7",
+  valkey8: "valkey/valkey:8",
+  redis8: "redis:8.0",
+  valkey9: "valkey/valkey:9.1"
+}
+
 /** The image used for a flavor. */
-export const image = (flavor: Flavor): string => (flavor === "redis7" ? "redis:7" : "valkey/valkey:8")
+export const image = (flavor: Flavor): string => images[flavor]
 
 /** What `start` needs from `RedisServer.start`. */
 export interface DockerStartOptions {
@@ -88,7 +95,7 @@ const unsupported = (what: string): Effect.Effect<never, TestkitError> =>
 export const start = (options: DockerStartOptions): Effect.Effect<RedisServer, TestkitError, Scope.Scope> =>
   Effect.gen(function* () {
     const testcontainers = yield* loadTestcontainers
-    const executable = options.flavor === "redis7" ? "redis-server" : "valkey-server"
+    const executable = options.flavor === "redis7" || options.flavor === "redis8" ? "redis-server" : "valkey-server"
     // Inside the container the server must listen on every interface (the port is mapped), and DEBUG
     // arrives from the bridge, not from localhost: later flags override the kit's defaults.
     const command = [

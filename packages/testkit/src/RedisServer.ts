@@ -1,9 +1,9 @@
 /**
- * A real Redis 7 or Valkey 8 server for one test scope, started from a local binary on 127.0.0.1, on
- * a random free port in 10000–22767, in a fresh temp directory, without persistence and with DEBUG
- * enabled for local clients. Closing the scope kills the process (resuming it first if paused), waits
- * for it to exit and removes the directory. Process-level faults (pause, kill, restart on the same
- * port) and admin commands are Effects on the returned value.
+ * A real server of one flavor (Redis 7 or 8.0, Valkey 8 or 9.1) for one test scope, started from a
+ * local binary on 127.0.0.1, on a random free port in 10000–22767, in a fresh temp directory, without
+ * persistence and with DEBUG enabled for local clients. Closing the scope kills the process (resuming
+ * it first if paused), waits for it to exit and removes the directory. Process-level faults (pause,
+ * kill, restart on the same port) and admin commands are Effects on the returned value.
  *
  * With `SAGE_TEST_DOCKER=1` (or `docker: true`) the server runs in a container instead; see Docker.ts
  * for what that mode supports.

@@ -1,10 +1,14 @@
 /**
- * Finds the server binary for each flavor under test (Redis 7, Valkey 8) and decides which flavors a
- * test run covers. A missing binary is never a silent skip: it is a `TestkitError` (or a thrown one
- * at collection time) that says how to install it.
+ * Finds the server binary for each flavor (Redis 7 and Valkey 8, which the suites run on, and the
+ * newer Redis 8.0 and Valkey 9.1) and decides which flavors a test run covers. A missing binary is
+ * never a silent skip: it is a `TestkitError` (or a thrown one at collection time) that says how to
+ * install it.
  *
  * The path is returned as found, never resolved: `valkey-server` in the Debian package is a symlink
  * to `valkey-check-rdb`, which picks server mode from argv[0], so it must be spawned by that name.
+ * On Debian 12 the newer two are the wrappers `redis8-server` and `valkey9-server` that
+ * scripts/toolchain.sh writes: they start a Debian sid (or trixie) build through that suite's own
+ * loader and libraries, with every argument passed on.
  */
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
@@ -12,32 +16,67 @@ import * as Path from "node:path"
 import { TestkitError } from "./TestkitError.ts"
 
 /** A server flavor the kit can start. */
-export type Flavor = "redis7" | "valkey8"
+export type Flavor = "redis7" | "valkey8" | "redis8" | "valkey9"
 
-/** Every flavor, in the order test suites run them. */
+/** The flavors the test suites run on (Redis 7, Valkey 8), in the order they run them. */
 export const all: ReadonlyArray<Flavor> = ["redis7", "valkey8"]
 
+/**
+ * The newer servers, Redis 8.0 and Valkey 9.1. The kit starts them like the others; the suites stay
+ * on `all`, and the tests written for these ask for them with `flavorsUnderTest(newer)`.
+ *
+ * @since 0.3.0
+ */
+export const newer: ReadonlyArray<Flavor> = ["redis8", "valkey9"]
+
+/**
+ * Every flavor the kit can start: `all`, then `newer`.
+ *
+ * @since 0.3.0
+ */
+export const known: ReadonlyArray<Flavor> = [...all, ...newer]
+
+const envVars: Record<Flavor, string> = {
+  redis7: "REDIS_SERVER_BIN",
+  valkey8: "VALKEY_SERVER_BIN",
+  redis8: "REDIS8_SERVER_BIN",
+  valkey9: "VALKEY9_SERVER_BIN"
+}
+
+const executableNames: Record<Flavor, string> = {
+  redis7: "redis-server",
+  valkey8: "valkey-server",
+  redis8: "redis8-server",
+  valkey9: "valkey9-server"
+}
+
+const packageAdvice: Record<Flavor, string> = {
+  redis7: "`apt-get install redis-server` (Debian 12 ships Redis 7.0)",
+  valkey8: "`apt-get install -t bookworm-backports valkey-server` (with bookworm-backports enabled)",
+  redis8:
+    "on Debian 13, whose Redis is 8.0: `apt-get install redis-server`, then REDIS8_SERVER_BIN=/usr/bin/redis-server",
+  valkey9:
+    "on Debian sid, whose Valkey is 9.1: `apt-get install valkey-server`, then VALKEY9_SERVER_BIN=/usr/bin/valkey-server"
+}
+
 /** The environment variable that overrides the binary path of a flavor. */
-export const envVar = (flavor: Flavor): string => (flavor === "redis7" ? "REDIS_SERVER_BIN" : "VALKEY_SERVER_BIN")
+export const envVar = (flavor: Flavor): string => envVars[flavor]
 
 /** The executable name searched on PATH when the environment variable is unset. */
-export const executableName = (flavor: Flavor): string => (flavor === "redis7" ? "redis-server" : "valkey-server")
+export const executableName = (flavor: Flavor): string => executableNames[flavor]
 
 /** Human-readable install instructions for a flavor's binary. */
-export const installAdvice = (flavor: Flavor): string => {
-  const apt =
-    flavor === "redis7"
-      ? "`apt-get install redis-server` (Debian 12 ships Redis 7.0)"
-      : "`apt-get install -t bookworm-backports valkey-server` (with bookworm-backports enabled)"
-  return [
+export const installAdvice = (flavor: Flavor): string =>
+  [
     `Install ${executableName(flavor)} in one of these ways:`,
-    "  - run `bash scripts/toolchain.sh` at the repo root (it provisions both redis-server 7 and valkey-server 8),",
-    "    then `source scripts/toolchain.sh` in the shell that runs the tests (it exports VALKEY_SERVER_BIN);",
-    `  - ${apt};`,
+    "  - run `bash scripts/toolchain.sh` at the repo root (it provisions redis-server 7 and valkey-server 8 and,",
+    "    on Debian, redis-server 8.0 and valkey-server 9.1 with their own runtime), then `source scripts/toolchain.sh`",
+    "    in the shell that runs the tests (it exports VALKEY_SERVER_BIN, REDIS8_SERVER_BIN and VALKEY9_SERVER_BIN);",
+    `  - ${packageAdvice[flavor]};`,
     `  - or set ${envVar(flavor)}=/path/to/${executableName(flavor)}.`,
-    "Choose the flavors to test with SAGE_TEST_FLAVORS=redis7,valkey8 (default: both)."
+    `Choose the flavors to test with SAGE_TEST_FLAVORS=${known.join(",")} (default: all of them; the suites`,
+    `run on ${all.join(" and ")}, the tests of the newer servers on ${newer.join(" and ")}).`
   ].join("\n")
-}
 
 const isExecutableFile = (path: string): boolean => {
   try {
@@ -96,31 +135,33 @@ export const resolve = (flavor: Flavor): Effect.Effect<string, TestkitError> =>
   })
 
 /** The flavors whose binary can be found right now. */
-export const available = (): Array<Flavor> => all.filter((flavor) => !(locate(flavor) instanceof TestkitError))
+export const available = (): Array<Flavor> => known.filter((flavor) => !(locate(flavor) instanceof TestkitError))
 
 /**
- * The flavors a test run must cover: `SAGE_TEST_FLAVORS` (comma list, default all). Throws a
- * `TestkitError` with install advice if a requested flavor's binary is missing or a name is unknown,
- * so a suite fails loudly at collection time instead of skipping a server.
+ * The flavors a test run must cover among `among` (default `all`, the suites' flavors; `newer` for
+ * the tests of the newer servers): those `SAGE_TEST_FLAVORS` names (comma list, default every known
+ * flavor). Throws a `TestkitError` with install advice if a requested flavor's binary is missing or a
+ * name is unknown, so a suite fails loudly at collection time instead of skipping a server.
  */
-export const flavorsUnderTest = (): Array<Flavor> => {
+export const flavorsUnderTest = (among: ReadonlyArray<Flavor> = all): Array<Flavor> => {
   const raw = process.env["SAGE_TEST_FLAVORS"]
   const names =
     raw === undefined || raw.trim() === ""
-      ? [...all]
+      ? [...known]
       : raw
           .split(",")
           .map((name) => name.trim())
           .filter((name) => name !== "")
   const flavors: Array<Flavor> = []
   for (const name of names) {
-    const flavor = all.find((candidate) => candidate === name)
+    const flavor = known.find((candidate) => candidate === name)
     if (flavor === undefined) {
       throw new TestkitError({
         reason: "BinaryNotFound",
-        message: `SAGE_TEST_FLAVORS names an unknown flavor "${name}"; known flavors: ${all.join(", ")}`
+        message: `SAGE_TEST_FLAVORS names an unknown flavor "${name}"; known flavors: ${known.join(", ")}`
       })
     }
+    if (!among.includes(flavor)) continue
     const found = locate(flavor)
     if (found instanceof TestkitError) throw found
     if (!flavors.includes(flavor)) flavors.push(flavor)

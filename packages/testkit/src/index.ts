@@ -1,6 +1,7 @@
 /**
- * @sage/lock-testkit: real Redis 7 and Valkey 8 servers started from local binaries, and fault
- * injection (process signals, admin-command faults, a TCP fault proxy) for the @sage/lock suites.
+ * @sage/lock-testkit: real Redis (7, 8.0) and Valkey (8, 9.1) servers started from local binaries,
+ * and fault injection (process signals, admin-command faults, a TCP fault proxy) for the @sage/lock
+ * suites.
  */
 
 /** Locating server binaries and choosing the flavors under test. */

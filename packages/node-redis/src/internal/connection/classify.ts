@@ -58,13 +58,13 @@ const isWaitOnReplica = (message: string): boolean => /^ERR WAIT(AOF)? cannot be
 
 /**
  * An error a command raised inside a running script: Redis and Valkey append ` script: <sha1>, on
- * @user_script:<line>.` to it. The script may have written before that command (a lock key set,
+ * @user_script:<line>.` to it (Valkey 9 writes ` script: on @user_script:<line>.`, without the SHA1). The script may have written before that command (a lock key set,
  * then its fence key found to hold another type, or `OOM` for a grant after a release's `DEL`), so
  * the call may have had effects. A temporary refusal inside a script (`READONLY` on a replica) comes
  * from its first write, so nothing was written before it.
  */
 const isErrorInsideScript = (message: string): boolean =>
-  / script: [0-9a-f]+, on @user_script:\d+\.?$/.test(message) && !isTemporaryReply(message)
+  / script: (?:[0-9a-f]+, )?on @user_script:\d+\.?$/.test(message) && !isTemporaryReply(message)
 
 /** The first word of a server reply, e.g. `"NOPERM"` for `"NOPERM this user has..."`. */
 export const replyCode = firstWord
