@@ -58,6 +58,24 @@ export interface LeaseRequest {
    * @since 0.2.0
    */
   readonly fence?: number | undefined
+  /**
+   * Set when the key is a semaphore's: the request is for `count` of its `limit` permits, and runs
+   * the semaphore's scripts (`SemaphoreScripts`) instead of the lock's. Absent for a lock.
+   *
+   * @since 0.3.0
+   */
+  readonly permits?: Permits | undefined
+}
+
+/**
+ * How many permits of a semaphore a request is for, and the semaphore's limit.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Permits {
+  readonly count: number
+  readonly limit: number
 }
 
 /**
@@ -91,7 +109,12 @@ export interface Wakeups {
    * Withdraws a waiter that gives up (timed out, interrupted), and wakes the next one if the lock is
    * free. Best effort within `timeoutMillis`; registrations also lapse on their own.
    */
-  readonly leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
+  readonly leave: (
+    key: string,
+    waiterId: string,
+    timeoutMillis: number,
+    permits?: Permits | undefined
+  ) => Effect.Effect<void>
   /**
    * Whether a release may hand the lock straight to a waiter whose id begins with
    * `LockScripts.grantingWaiterPrefix` (see `Granted`). Only for deployments where a release's
@@ -145,6 +168,8 @@ export interface Granted {
  *   waiter, `fenceFloor` is the highest fencing token issued before it (see `Granted`).
  * - `NotMaster`: the write was applied, but the node that applied it (`address`) was not, or is no
  *   longer, the master in the client's view (replicated deployments). The lock cannot be relied on.
+ * - `LimitConflict` (semaphores only): the semaphore is in use with another limit, `limit`; nothing
+ *   changed.
  *
  * @category models
  * @since 0.1.0
@@ -153,6 +178,7 @@ export type AcquireReply =
   | { readonly _tag: "Acquired"; readonly fence: number }
   | { readonly _tag: "Busy"; readonly remainingMillis: number; readonly fenceFloor?: number | undefined }
   | { readonly _tag: "NotMaster"; readonly address: string }
+  | { readonly _tag: "LimitConflict"; readonly limit: number }
 
 /**
  * The reply for one lease of a batched renewal: `true` renewed, `false` the key no longer holds the
@@ -266,6 +292,13 @@ export interface Backend {
   readonly transfer?: ((request: TransferRequest) => Effect.Effect<TransferReply, LockRedisError>) | undefined
   /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
   readonly wakeups?: Wakeups | undefined
+  /**
+   * Withdraws a waiter from a key's line, as `Wakeups.leave` does, for a backend without wake-ups
+   * whose waiters still register: a semaphore's callers keep their place in line while they poll.
+   *
+   * @since 0.3.0
+   */
+  readonly leave?: Wakeups["leave"] | undefined
   /**
    * Whether the backend's requests reach the server in the order they are made (one pipelined
    * connection, or in memory). Then the next fiber of the same client waiting for a key sends its

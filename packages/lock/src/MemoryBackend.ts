@@ -35,6 +35,7 @@ import {
   type Wakeups
 } from "./LockBackend.ts"
 import { fenceRetentionMillis } from "./LockScripts.ts"
+import { MemorySemaphores } from "./internal/memorySemaphores.ts"
 
 interface Entry {
   readonly token: string
@@ -161,6 +162,17 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     }
   }
 
+  const semaphores = new MemorySemaphores({
+    issueFence: (key, now) => {
+      sweep(now)
+      return issueFence(key, now)
+    },
+    lastFence,
+    keepFence,
+    wake: (key, waiterId) => wake(key, waiterId, true),
+    claimMillis
+  })
+
   const wakeups: Wakeups = {
     await: (key, waiterId, millis) =>
       Effect.suspend(() => {
@@ -183,9 +195,12 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
           Effect.ensuring(Effect.sync(() => box.waiting.delete(waiting)))
         )
       }),
-    leave: (key, waiterId) =>
+    leave: (key, waiterId, _timeoutMillis, permits) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
-        if (withdraw(key, waiterId) && live(key, now) === undefined) wakeHead(key, now)
+        if (permits !== undefined) {
+          mailboxes.delete(mailboxKey(key, waiterId))
+          semaphores.leave(key, waiterId, now)
+        } else if (withdraw(key, waiterId) && live(key, now) === undefined) wakeHead(key, now)
       })
   }
 
@@ -195,6 +210,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     wakeups,
     acquire: (request) =>
       Effect.map(Clock.currentTimeMillis, (now): AcquireReply => {
+        if (request.permits !== undefined) return semaphores.acquire(request, now)
         const { key } = request
         const waiter = request.waiter?.id
         const entry = live(key, now)
@@ -223,6 +239,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
       }),
     renew: (request) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
+        if (request.permits !== undefined) return semaphores.renew(request, now)
         const entry = live(request.key, now)
         if (entry === undefined || entry.token !== request.token) return false
         entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
@@ -246,6 +263,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
       }),
     release: (request) =>
       Effect.map(Clock.currentTimeMillis, (now): ReleaseReply => {
+        if (request.permits !== undefined) return semaphores.release(request, now)
         const entry = live(request.key, now)
         // Gone, with no grant since the caller's: nobody else held it in between.
         if (entry === undefined) {
@@ -256,7 +274,10 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         wakeHead(request.key, now)
         return true
       }),
-    check: (request) => Effect.map(Clock.currentTimeMillis, (now) => live(request.key, now)?.token === request.token)
+    check: (request) =>
+      Effect.map(Clock.currentTimeMillis, (now) =>
+        request.permits !== undefined ? semaphores.check(request, now) : live(request.key, now)?.token === request.token
+      )
   }
 })
 

@@ -1,5 +1,5 @@
 /**
- * @sage/lock: distributed locks for Effect programs on Redis and Valkey.
+ * @sage/lock: distributed locks and semaphores for Effect programs on Redis and Valkey.
  *
  * @packageDocumentation
  * @module @sage/lock
@@ -61,3 +61,26 @@ export * as LockScripts from "./LockScripts.ts"
  * @since 0.1.0
  */
 export * as MemoryBackend from "./MemoryBackend.ts"
+
+/**
+ * The `Semaphore` service: `withPermits`, `tryWithPermits`, `acquire`: at most `limit` permits of a
+ * key held at once, across processes.
+ *
+ * @since 0.3.0
+ */
+export * as Semaphore from "./Semaphore.ts"
+
+/**
+ * The semaphore's Lua scripts and key layout (holders scored with the server's clock, a fair line).
+ *
+ * @since 0.3.0
+ */
+export * as SemaphoreScripts from "./SemaphoreScripts.ts"
+
+/**
+ * The `ReadWriteLock` service: `withReadLock`, `withWriteLock` and their `try` and scoped forms:
+ * many readers or one writer, first come, first served.
+ *
+ * @since 0.3.0
+ */
+export * as ReadWriteLock from "./ReadWriteLock.ts"

@@ -14,12 +14,12 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { AcquireReply, Backend, Granted, LeaseRequest, Next, Wakeups } from "../LockBackend.ts"
-import { LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
+import { type InvalidArgument, LockLost, type LockRedisError, TimedOut } from "../LockError.ts"
 import type { AttemptSlots, SlotHolder } from "./attemptSlots.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative } from "./failures.ts"
 import { releaseBounded } from "./release.ts"
-import { releaseTimeoutMillis, type Settings, usableLeaseMillis } from "./settings.ts"
+import { invalid, releaseTimeoutMillis, type Settings, usableLeaseMillis } from "./settings.ts"
 import { monotonicMillis, withNow } from "./time.ts"
 import { annotate, event } from "./tracing.ts"
 import { attemptAttributes, grantedAttempt, outcomeAttributes } from "./acquireTrace.ts"
@@ -55,7 +55,9 @@ const lateFirstAttemptMillis = 1
  * The acquisition starts when this is called (its first attempt's send time is read here), so call
  * it when the returned effect is to run at once, once: a locked call does, at its start.
  */
-export const acquire = (params: AcquireParams): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> => {
+export const acquire = (
+  params: AcquireParams
+): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> => {
   const acquisition = new Acquisition(params)
   // `onExitPrimitive`, not `onExit`: a finalizer that has nothing to run answers `undefined`, and the
   // exit passes straight on. With `onExit`, the `Effect.void` of a held lock's (empty) cleanup
@@ -109,7 +111,8 @@ class Acquisition implements SlotHolder {
   /** The slots stalled while this acquisition waited for one: its next attempt goes without. */
   unslotted = false
   /** The retry step, made the first time it is needed. */
-  private retry: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> | undefined = undefined
+  private retry: Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> | undefined =
+    undefined
 
   constructor(params: AcquireParams) {
     this.params = params
@@ -121,9 +124,12 @@ class Acquisition implements SlotHolder {
     this.clock = params.clock
     this.uncertain = params.uncertain === true
     this.lastBusy = params.waitedBehind
-    const wakeups = params.mode === "wait" && params.waiterId !== undefined ? params.backend.wakeups : undefined
+    const waits = params.mode === "wait" && params.waiterId !== undefined
+    const wakeups = waits ? params.backend.wakeups : undefined
     this.wakeups = wakeups
-    if (wakeups === undefined) this.waiter = undefined
+    // A lock's waiter registers only where releases can wake it; a semaphore's always does, polling
+    // without wake-ups: its place in the line is what keeps a large request from being overtaken.
+    if (wakeups === undefined && !(waits && params.permits !== undefined)) this.waiter = undefined
     else {
       this.policy = waitPolicy(params.settings)
       this.waiter = { id: params.waiterId!, ttlMillis: registrationMillis(this.policy) }
@@ -144,7 +150,8 @@ class Acquisition implements SlotHolder {
       leaseMillis: this.settings.leaseMillis,
       timeoutMillis,
       acknowledge: this.settings.replicaAcknowledgement,
-      waiter: this.waiter
+      waiter: this.waiter,
+      permits: this.params.permits
     }
   }
 
@@ -174,11 +181,13 @@ class Acquisition implements SlotHolder {
   }
 
   /** Another attempt, sent when it runs. */
-  attempt(): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  attempt(): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     return (this.retry ??= Effect.suspend(() => this.attemptAt(monotonicMillis(this.clock))))
   }
 
-  retryAfter(holderRemainingMillis?: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  retryAfter(
+    holderRemainingMillis?: number
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     return withNow((now) => {
       const policy = (this.policy ??= waitPolicy(this.settings))
       const wakeups = this.wakeups
@@ -201,7 +210,9 @@ class Acquisition implements SlotHolder {
   }
 
   /** What a wait for a wake-up ended with: a grant, the waiter ahead served, or time to try. */
-  woken(woken: boolean | Granted | Next): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  woken(
+    woken: boolean | Granted | Next
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     if (typeof woken !== "object") return this.attempt()
     return woken._tag === "Granted" ? this.granted(woken) : this.behindServed(woken)
   }
@@ -211,7 +222,7 @@ class Acquisition implements SlotHolder {
    * is this waiter's when the claim window ends: it waits that long (for a grant or a wake-up
    * meanwhile, as before), then asks, rather than at its next safety-net poll.
    */
-  behindServed(next: Next): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  behindServed(next: Next): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     return withNow((now) => {
       const delay = Math.max(0, Math.min(next.claimMillis + 1, this.deadline - now))
       event(this.params.trace, "lock.wait", { "lock.wait.until": "claim-window", "lock.wait.max_ms": delay })
@@ -238,7 +249,7 @@ class Acquisition implements SlotHolder {
    * a full lease (the acquire script converts a grant to its waiter): one round trip more. The same
    * attempt runs when the message came before the busy reply or a grant is in doubt.
    */
-  granted(grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  granted(grant: Granted): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     return withNow((now) => {
       const floor = this.fenceFloor
       if (floor === undefined || grant.fence <= floor) return this.attempt()
@@ -266,7 +277,7 @@ class Acquisition implements SlotHolder {
    * call and its first attempt (a microsecond, say) asks for one attempt, as `tryWithLock` does,
    * rather than a `TimedOut` that tried nothing. It then gets `lateFirstAttemptMillis`.
    */
-  attemptAt(sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  attemptAt(sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     const remaining = this.deadline - sentAt
     if (remaining <= 0 && this.attempts > 0) return this.timedOut()
     const slots = this.params.slots
@@ -294,7 +305,7 @@ class Acquisition implements SlotHolder {
   awaitSlot(
     slots: AttemptSlots,
     remaining: number
-  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     event(this.params.trace, "lock.wait", { "lock.wait.until": "attempt-slot", "lock.wait.max_ms": remaining })
     return Effect.flatMap(slots.wait(this, Math.max(remaining, lateFirstAttemptMillis)), (outcome) => {
       if (outcome === "timedOut") return this.timedOut()
@@ -303,7 +314,10 @@ class Acquisition implements SlotHolder {
     })
   }
 
-  failed(error: LockRedisError, before: boolean): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  failed(
+    error: LockRedisError,
+    before: boolean
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     this.params.slots?.give(this)
     event(this.params.trace, "lock.attempt", { "lock.attempt": this.attempts, "lock.attempt.result": error.code })
     if (!error.mayHaveExecuted) this.uncertain = before
@@ -321,7 +335,10 @@ class Acquisition implements SlotHolder {
     return this.retryAfter()
   }
 
-  replied(reply: AcquireReply, sentAt: number): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError> {
+  replied(
+    reply: AcquireReply,
+    sentAt: number
+  ): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
     this.params.slots?.give(this)
     this.available()
     if (this.params.trace !== undefined)
@@ -341,6 +358,16 @@ class Acquisition implements SlotHolder {
     // The write landed on a node that is not (or no longer) the master: a failover may drop
     // it, or grant the key to someone else. The body must not start; cleanup releases it.
     if (reply._tag === "NotMaster") return Effect.fail(this.lost("not-master"))
+    if (reply._tag === "LimitConflict") {
+      this.uncertain = false
+      return Effect.fail(
+        invalid(
+          "limit",
+          this.params.permits?.limit,
+          `the semaphore is in use with limit ${reply.limit}: every caller of one semaphore must give the same limit`
+        )
+      )
+    }
     this.uncertain = false
     if (this.params.mode === "try") return Effect.succeed<AcquireOutcome>(busyOutcome)
     this.lastBusy = true
@@ -353,7 +380,9 @@ class Acquisition implements SlotHolder {
   }
 
   /** How the acquisition ended: told to the caller, recorded on the span, and cleaned up after. */
-  settle(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> | undefined {
+  settle(
+    exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument>
+  ): Effect.Effect<void> | undefined {
     // Interrupted with an attempt on the wire, or with a slot handed to it while it waited.
     this.params.slots?.give(this)
     this.available()
@@ -362,7 +391,9 @@ class Acquisition implements SlotHolder {
     return this.cleanup(exit)
   }
 
-  cleanup(exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError>): Effect.Effect<void> | undefined {
+  cleanup(
+    exit: Exit.Exit<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument>
+  ): Effect.Effect<void> | undefined {
     if (Exit.isSuccess(exit) && exit.value._tag === "Held") return undefined
     const release = this.uncertain
       ? releaseBounded(this.backend, (timeoutMillis) => this.request(timeoutMillis), "abandoned acquisition")
@@ -375,8 +406,9 @@ class Acquisition implements SlotHolder {
     // Over one pipelined connection the withdrawal reaches the server after any attempt still on
     // the wire; where it could overtake one, the registration left behind lapses, and a release
     // that serves it tells the next waiter when to ask (see `behindServed`).
-    if (!this.mayBeRegistered || this.wakeups === undefined || this.params.caller.hasSuccessor()) return release
-    const leave = this.wakeups.leave(this.key, this.waiter!.id, releaseTimeoutMillis)
+    const withdraw = this.wakeups?.leave ?? this.backend.leave
+    if (!this.mayBeRegistered || withdraw === undefined || this.params.caller.hasSuccessor()) return release
+    const leave = withdraw(this.key, this.waiter!.id, releaseTimeoutMillis, this.params.permits)
     if (release === undefined) return leave
     return Effect.all([release, leave], { concurrency: "unbounded", discard: true })
   }

@@ -12,6 +12,7 @@ export const grantedAttempt = { "lock.attempt": 0, "lock.attempt.result": "grant
 export const attemptAttributes = (attempt: number, reply: AcquireReply): Record<string, unknown> => {
   if (reply._tag === "Acquired") return { "lock.attempt": attempt, "lock.attempt.result": "acquired" }
   if (reply._tag === "NotMaster") return { "lock.attempt": attempt, "lock.attempt.result": "not-master" }
+  if (reply._tag === "LimitConflict") return { "lock.attempt": attempt, "lock.attempt.result": "limit-conflict" }
   return reply.remainingMillis === -2
     ? { "lock.attempt": attempt, "lock.attempt.result": "queued" }
     : { "lock.attempt": attempt, "lock.attempt.result": "busy", "lock.holder.remaining_ms": reply.remainingMillis }

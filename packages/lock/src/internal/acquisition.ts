@@ -2,7 +2,7 @@
 // the parameters of one call's acquisition and the call it reports to.
 import type * as Clock from "effect/Clock"
 import type * as Exit from "effect/Exit"
-import type { Backend } from "../LockBackend.ts"
+import type { Backend, Permits } from "../LockBackend.ts"
 import type { LockRedisError } from "../LockError.ts"
 import type { AttemptSlots } from "./attemptSlots.ts"
 import type { Settings } from "./settings.ts"
@@ -48,6 +48,8 @@ export interface AcquireParams {
    * the server, and releases wake it.
    */
   readonly waiterId?: string | undefined
+  /** A semaphore's permits: the acquisition asks for them rather than for a lock. */
+  readonly permits?: Permits | undefined
   /** The call that acquires: asked whether a successor inherits its registration, told how it ended. */
   readonly caller: Caller
   /**

@@ -37,3 +37,12 @@ export const waitingUntilKey = (lock: string): string => `${lock}:waiting`
 
 /** The channel a release publishes on, naming the waiter whose turn it is. */
 export const wakeChannel = (lock: string): string => `${lock}:wake`
+
+// A semaphore's own companions (its holders live in the main key, a ZSET: token -> lease end, server
+// ms). Both expire with the semaphore's holders and waiters.
+
+/** How many permits each holder has, and the semaphore's limit and permits in use (HASH). */
+export const permitsKey = (semaphore: string): string => `${semaphore}:permits`
+
+/** How many permits each registered waiter asks for (HASH: waiter id -> permits). */
+export const asksKey = (semaphore: string): string => `${semaphore}:asks`

@@ -132,7 +132,8 @@ export class LeaseHandle implements Handle {
             token: this.token,
             leaseMillis: 0,
             timeoutMillis: Math.max(1, Math.min(releaseTimeoutMillis, renewal.validUntil - now)),
-            acknowledge: false
+            acknowledge: false,
+            permits: renewal.permits
           }),
           (held) => {
             if (held) return Effect.void

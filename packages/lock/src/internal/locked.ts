@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { Lease } from "../Lease.ts"
-import type { Backend, LeaseRequest } from "../LockBackend.ts"
+import type { Backend, LeaseRequest, Permits } from "../LockBackend.ts"
 import { type LockError, LockLost } from "../LockError.ts"
 import { acquire } from "./acquire.ts"
 import type { AcquireOutcome, Caller, HeldLease } from "./acquisition.ts"
@@ -85,6 +85,13 @@ export interface Call {
   readonly passTurn?: LocalQueue.PassTurn<Transfer.Grant> | undefined
   /** The lock, transferred to this call by the previous fiber of its client that held the key. */
   readonly grant?: Transfer.Grant | undefined
+  /**
+   * A semaphore's permits: the call holds `count` of them rather than a lock, as one of several
+   * callers of its client on the key (no in-process turn), waiting under `waiterId`.
+   */
+  readonly permits?: Permits | undefined
+  /** The call's own waiter id (a semaphore's callers each wait in the server's line). */
+  readonly waiterId?: string | undefined
 }
 
 /**
@@ -186,7 +193,8 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       waitedBehind: call.waitedBehind,
       // A transfer whose outcome is unknown: the key may hold this token already.
       uncertain: call.grant !== undefined,
-      waiterId: client.waiterId,
+      waiterId: call.waiterId ?? client.waiterId,
+      permits: call.permits,
       caller: this,
       unavailable: client.queue.setUnavailable,
       slots: client.attemptSlots,
@@ -197,7 +205,7 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
 
   /** Whether another fiber of this client waits for the key (the acquisition's `Caller`). */
   hasSuccessor(): boolean {
-    return this.client.queue.hasWaiters(this.call.key)
+    return this.call.permits === undefined && this.client.queue.hasWaiters(this.call.key)
   }
 
   /** How the acquisition ended (the acquisition's `Caller`). */
@@ -252,7 +260,8 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       token: this.heldToken,
       leaseMillis: this.client.settings.leaseMillis,
       timeoutMillis,
-      acknowledge: false
+      acknowledge: false,
+      permits: this.call.permits
     }
   }
 
@@ -267,7 +276,8 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       leaseMillis: this.client.settings.leaseMillis,
       timeoutMillis,
       acknowledge: false,
-      fence: this.heldFence
+      fence: this.heldFence,
+      permits: this.call.permits
     })
   }
 
@@ -285,7 +295,7 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       call.clock
     )
     this.lease = lease
-    const renewal = Renewals.lease(client.settings, held, call.trace, this)
+    const renewal = Renewals.lease(client.settings, held, call.trace, this, call.permits)
     this.renewal = renewal
     client.renewals.register(renewal)
     return this.run()

@@ -12,6 +12,12 @@ export const grantingWaiterPrefix = "g."
 /** See `LockScripts.ownChannelWaiterPrefix`. */
 export const ownChannelWaiterPrefix = "w."
 
+/**
+ * How the id of a semaphore's waiter begins over a backend without wake-ups: it polls, so the line
+ * keeps its turn for it rather than serving it (see `SemaphoreScripts`).
+ */
+export const pollingWaiterPrefix = "p."
+
 // How many waiters at the head of the line a release considers: those whose process is gone (nobody
 // listens for their grants) are passed over until their registrations lapse, and this bounds how
 // long one release can spend on them.

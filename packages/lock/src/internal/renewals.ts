@@ -20,7 +20,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
-import type { Backend, LeaseRequest, RenewReply } from "../LockBackend.ts"
+import type { Backend, LeaseRequest, Permits, RenewReply } from "../LockBackend.ts"
 import { LockLost, type LockRedisError } from "../LockError.ts"
 import { type BackoffPolicy, nextDelay } from "./backoff.ts"
 import { moreInformative, noReply } from "./failures.ts"
@@ -41,10 +41,12 @@ export const lease = (
     readonly leaseMillis?: number | undefined
   },
   trace: CallTrace | undefined,
-  holder: Holder
+  holder: Holder,
+  permits?: Permits | undefined
 ): Renewal => ({
   key: held.key,
   token: held.token,
+  permits,
   trace,
   validUntil:
     held.sentAt + (held.leaseMillis === undefined ? settings.usableLeaseMillis : usableLeaseMillis(held.leaseMillis)),
@@ -68,6 +70,8 @@ export interface Holder {
 export interface Renewal {
   readonly key: string
   readonly token: string
+  /** A semaphore's permits, when the lease is for them rather than for a lock. */
+  readonly permits: Permits | undefined
   /** The span of the call holding the lease, when traced: renewals are recorded on it. */
   readonly trace: CallTrace | undefined
   /** Monotonic time (ms) from which the lease can no longer be relied on. */
@@ -262,7 +266,8 @@ class Scheduler implements Renewals {
       token: renewal.token,
       leaseMillis: settings.leaseMillis,
       timeoutMillis,
-      acknowledge: settings.replicaAcknowledgement
+      acknowledge: settings.replicaAcknowledgement,
+      permits: renewal.permits
     }))
     if (backend.renewAll !== undefined) return backend.renewAll(requests)
     return Effect.forEach(

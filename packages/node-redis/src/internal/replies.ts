@@ -28,10 +28,16 @@ export const unexpected = (command: string, reply: unknown): LockRedisError =>
 export const replicatedFailure = (code: string, reply: string, mayHaveExecuted: boolean): LockRedisError =>
   new LockRedisError({ command: "replicated", kind: "server", code, reply, retryable: true, mayHaveExecuted })
 
-/** Reads the acquire script's reply: `{1, fence}` acquired, `{0, pttl}` busy. */
+/**
+ * Reads the acquire script's reply: `{1, fence}` acquired, `{0, pttl}` busy; and a semaphore's
+ * `{-1, limit}`, in use with another limit.
+ */
 export const readAcquire: Parse<AcquireReply> = (reply) => {
   if (Array.isArray(reply) && reply[0] === 1 && typeof reply[1] === "number") {
     return Result.succeed({ _tag: "Acquired", fence: reply[1] })
+  }
+  if (Array.isArray(reply) && reply[0] === -1 && typeof reply[1] === "number") {
+    return Result.succeed({ _tag: "LimitConflict", limit: reply[1] })
   }
   if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "number") {
     return Result.succeed(

@@ -2,8 +2,8 @@
 // They run by SHA1 (`EVALSHA`), falling back to `EVAL` on `NOSCRIPT` (connection/commands.ts), which
 // also puts the script back into the server's cache (after a restart, a failover or `SCRIPT FLUSH`).
 import { createHash } from "node:crypto"
-import { LockScripts } from "@sage/lock"
-import type { LeaseRequest, TransferRequest } from "@sage/lock/LockBackend"
+import { LockScripts, SemaphoreScripts } from "@sage/lock"
+import type { LeaseRequest, Permits, TransferRequest } from "@sage/lock/LockBackend"
 
 export interface Script {
   readonly name: string
@@ -27,7 +27,51 @@ export const leave: Script = script("leave", LockScripts.leave)
 export const check: Script = script("check", LockScripts.check)
 export const fencedSet: Script = script("fencedSet", LockScripts.fencedSet)
 
-export const all: ReadonlyArray<Script> = [acquire, renew, release, transfer, renewAll, leave, check, fencedSet]
+export const semaphoreAcquire: Script = script("semaphoreAcquire", SemaphoreScripts.acquire)
+export const semaphoreRenew: Script = script("semaphoreRenew", SemaphoreScripts.renew)
+export const semaphoreRelease: Script = script("semaphoreRelease", SemaphoreScripts.release)
+export const semaphoreRenewAll: Script = script("semaphoreRenewAll", SemaphoreScripts.renewAll)
+export const semaphoreLeave: Script = script("semaphoreLeave", SemaphoreScripts.leave)
+export const semaphoreCheck: Script = script("semaphoreCheck", SemaphoreScripts.check)
+
+export const all: ReadonlyArray<Script> = [
+  acquire,
+  renew,
+  release,
+  transfer,
+  renewAll,
+  leave,
+  check,
+  fencedSet,
+  semaphoreAcquire,
+  semaphoreRenew,
+  semaphoreRelease,
+  semaphoreRenewAll,
+  semaphoreLeave,
+  semaphoreCheck
+]
+
+// Which script a request runs: a semaphore's (the request carries permits) or a lock's.
+
+export const acquireScript = (request: LeaseRequest): Script =>
+  request.permits === undefined ? acquire : semaphoreAcquire
+export const renewScript = (request: LeaseRequest): Script => (request.permits === undefined ? renew : semaphoreRenew)
+export const releaseScript = (request: LeaseRequest): Script =>
+  request.permits === undefined ? release : semaphoreRelease
+export const checkScript = (request: LeaseRequest): Script => (request.permits === undefined ? check : semaphoreCheck)
+export const leaveScript = (permits: Permits | undefined): Script => (permits === undefined ? leave : semaphoreLeave)
+
+/** Whether `script` grants a lease (a lock's or a semaphore's acquire). */
+export const isAcquire = (script: Script): boolean => script === acquire || script === semaphoreAcquire
+
+/** Whether `script` writes or reads a lease the replicas must hold (acquire, renew, check). */
+export const touchesLease = (script: Script): boolean =>
+  script === acquire ||
+  script === renew ||
+  script === check ||
+  script === semaphoreAcquire ||
+  script === semaphoreRenew ||
+  script === semaphoreCheck
 
 /** Arguments of `EVALSHA`/`EVAL` for a script over `keys`. */
 export const evalArgs = (
@@ -53,25 +97,41 @@ export const claimMillis = 500
 export const acquireCall = (
   request: LeaseRequest,
   publish: Publish
-): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.acquireKeysOf(request.key),
-  [
-    request.token,
-    String(request.leaseMillis),
-    request.waiter?.id ?? "",
-    String(request.waiter?.ttlMillis ?? 0),
-    LockScripts.wakeChannel(request.key),
-    publish,
-    String(claimMillis)
-  ]
-]
+): readonly [ReadonlyArray<string>, ReadonlyArray<string>] =>
+  request.permits === undefined
+    ? [
+        LockScripts.acquireKeysOf(request.key),
+        [
+          request.token,
+          String(request.leaseMillis),
+          request.waiter?.id ?? "",
+          String(request.waiter?.ttlMillis ?? 0),
+          LockScripts.wakeChannel(request.key),
+          publish,
+          String(claimMillis)
+        ]
+      ]
+    : [
+        SemaphoreScripts.keysOf(request.key),
+        [
+          request.token,
+          String(request.leaseMillis),
+          request.waiter?.id ?? "",
+          String(request.waiter?.ttlMillis ?? 0),
+          LockScripts.wakeChannel(request.key),
+          publish,
+          String(claimMillis),
+          String(request.permits.count),
+          String(request.permits.limit)
+        ]
+      ]
 
 /** `KEYS` and `ARGV` of the release script for a request. */
 export const releaseCall = (
   request: LeaseRequest,
   publish: Publish
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.acquireKeysOf(request.key),
+  request.permits === undefined ? LockScripts.acquireKeysOf(request.key) : SemaphoreScripts.keysOf(request.key),
   request.fence === undefined
     ? [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis)]
     : [request.token, LockScripts.wakeChannel(request.key), publish, String(claimMillis), String(request.fence)]
@@ -93,9 +153,10 @@ export const checkCall = (request: LeaseRequest): readonly [ReadonlyArray<string
 export const leaveCall = (
   key: string,
   waiterId: string,
-  publish: Publish
+  publish: Publish,
+  permits?: Permits | undefined
 ): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.acquireKeysOf(key),
+  permits === undefined ? LockScripts.acquireKeysOf(key) : SemaphoreScripts.keysOf(key),
   [waiterId, LockScripts.wakeChannel(key), publish, String(claimMillis)]
 ]
 
@@ -117,6 +178,23 @@ export const renewAllArgs = (
 
 /** `KEYS` and `ARGV` of the renew script for a request. */
 export const renewCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
-  LockScripts.renewKeysOf(request.key),
+  request.permits === undefined ? LockScripts.renewKeysOf(request.key) : SemaphoreScripts.renewKeysOf(request.key),
   [request.token, String(request.leaseMillis)]
+]
+
+/** Arguments of `EVALSHA`/`EVAL` for the many-key semaphore `renewAll` script. */
+export const semaphoreRenewAllArgs = (
+  mode: "EVALSHA" | "EVAL",
+  keys: ReadonlyArray<string>,
+  tokens: ReadonlyArray<string>,
+  leaseMillis: number
+): Array<string> => [
+  mode,
+  mode === "EVALSHA" ? semaphoreRenewAll.sha1 : semaphoreRenewAll.lua,
+  String(keys.length * 3),
+  ...keys,
+  ...keys.map(SemaphoreScripts.permitsKey),
+  ...keys.map(LockScripts.fenceKey),
+  ...tokens,
+  String(leaseMillis)
 ]

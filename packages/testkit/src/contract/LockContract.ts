@@ -1,5 +1,6 @@
 /**
- * The lock's behavioural contract as one suite, run unchanged against every backend and server.
+ * The lock's behavioural contract as one suite, run unchanged against every backend and server, with
+ * the semaphore's beside it (over the same backend).
  *
  * A backend's test file provides a layer with the `LockBackend` under test and a `ServerControl`
  * for the same deployment, and calls `suite`. Facts that only one topology can show live beside the
@@ -24,6 +25,7 @@ import type { LockBackend } from "@sage/lock/LockBackend"
 import { acquisition } from "./acquisition.ts"
 import { holding } from "./holding.ts"
 import { lease } from "./lease.ts"
+import { semaphore } from "./semaphore.ts"
 import type { ServerControl } from "./ServerControl.ts"
 
 /**
@@ -38,4 +40,5 @@ export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerC
     acquisition(it)
     holding(it)
     lease(it)
+    semaphore(it)
   })

@@ -47,7 +47,7 @@ const releaseStrays = (
       pool.use(address, request.timeoutMillis, (connection) =>
         runScript(
           connection.send,
-          Scripts.release,
+          Scripts.releaseScript(request),
           ...Scripts.releaseCall(request, topology.publish),
           request.timeoutMillis
         )
@@ -79,15 +79,15 @@ export const makeBackend = (
         subscriber: topology.subscriber,
         // On a client the application keeps, the lock's channels are dropped when its layer closes.
         unsubscribeOnClose: options.sharedSubscriber,
-        leave: (key, waiterId, timeoutMillis) =>
+        leave: (key, waiterId, timeoutMillis, permits) =>
           Effect.ignore(
             guardedWrite(
               topology,
               pool,
               known,
-              { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false },
-              Scripts.leave,
-              Scripts.leaveCall(key, waiterId, topology.publish),
+              { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false, permits },
+              Scripts.leaveScript(permits),
+              Scripts.leaveCall(key, waiterId, topology.publish, permits),
               () => Result.succeed([undefined, "no-write"] as const),
               () => Effect.void
             )
@@ -113,7 +113,7 @@ const backendOver = (
         pool,
         known,
         request,
-        Scripts.acquire,
+        Scripts.acquireScript(request),
         Scripts.acquireCall(request, topology.publish),
         (reply) =>
           Result.map(
@@ -132,7 +132,7 @@ const backendOver = (
         pool,
         known,
         request,
-        Scripts.renew,
+        Scripts.renewScript(request),
         Scripts.renewCall(request),
         (reply) => Result.succeed([reply === 1, reply === 1 ? "wrote" : "no-write"] as const),
         (address) =>
@@ -148,7 +148,7 @@ const backendOver = (
           pool,
           known,
           { ...request, acknowledge: false },
-          Scripts.release,
+          Scripts.releaseScript(request),
           Scripts.releaseCall(request, topology.publish),
           (reply) => Result.succeed([releasedReply(reply), "no-write"] as const),
           () => Effect.succeed(false)
@@ -168,7 +168,7 @@ const backendOver = (
         pool,
         known,
         { ...request, acknowledge: false },
-        Scripts.check,
+        Scripts.checkScript(request),
         Scripts.checkCall(request),
         (reply) => {
           const held = typeof reply === "number" && reply !== -2

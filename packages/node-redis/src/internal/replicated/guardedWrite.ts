@@ -88,7 +88,7 @@ export const guardedWrite = <A>(
 ): Effect.Effect<A, LockRedisError> =>
   Effect.withFiber((fiber) => {
     const clock = fiber.getRef(Clock.Clock)
-    const writesLease = script === Scripts.acquire || script === Scripts.renew || script === Scripts.check
+    const writesLease = Scripts.touchesLease(script)
     const write: Write<A> = {
       topology,
       pool,
@@ -127,7 +127,7 @@ const attempt = <A>(
   const { known, script } = write
   // An acknowledged acquisition joins the node's next batch (groupCommit/): its script, one
   // ROLE and one WAIT for the whole batch, in one write on one dedicated connection.
-  if (write.dedicated && !asking && script === Scripts.acquire && known.groups !== undefined) {
+  if (write.dedicated && !asking && Scripts.isAcquire(script) && known.groups !== undefined) {
     const timeout = left(write)
     return known.groups.run(
       address,
@@ -203,7 +203,7 @@ const earlyWaitFor = <A>(
   address: string,
   timeout: number
 ): ReadonlyArray<string> | undefined =>
-  write.script === Scripts.acquire && write.request.acknowledge && !write.known.busy.recent(write.request.key)
+  Scripts.isAcquire(write.script) && write.request.acknowledge && !write.known.busy.recent(write.request.key)
     ? earlyWait(route, write.known.replicaCounts.get(address), timeout)
     : undefined
 
@@ -259,7 +259,7 @@ const afterReply = <A>(
   if (Result.isFailure(interpreted)) return Effect.fail(interpreted.failure)
   const [value, outcome] = interpreted.success
   if (outcome === "no-write") {
-    if (write.script === Scripts.acquire) write.known.busy.note(write.request.key)
+    if (Scripts.isAcquire(write.script)) write.known.busy.note(write.request.key)
     return Effect.succeed(value)
   }
   return checkWrite(write, route, connection, value, asking, role ?? undefined, acks ?? undefined)

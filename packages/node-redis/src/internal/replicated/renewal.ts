@@ -131,7 +131,7 @@ const renewOnNode = (
     const left = Effect.map(monotonicMillis, (now) => budget - (now - start))
     const acknowledge = requests[group.indexes[0]!]!.acknowledge
     const renewCall = (kind: "EVALSHA" | "EVAL", i: number) => {
-      return Scripts.evalArgs(kind, Scripts.renew, ...Scripts.renewCall(requests[i]!))
+      return Scripts.evalArgs(kind, Scripts.renewScript(requests[i]!), ...Scripts.renewCall(requests[i]!))
     }
     return yield* pool.use(group.route.address, budget, (connection) =>
       Effect.gen(function* () {

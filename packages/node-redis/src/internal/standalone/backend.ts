@@ -81,15 +81,41 @@ export const duplicateSubscriber = (
     }
   })
 
-/** One `renewAll` script for leases on one connection. */
+/**
+ * The `renewAll` scripts for leases on one connection: one for its locks and one for its semaphores'
+ * permits (pipelined, so still one round trip), with the replies in the order of `requests`.
+ */
 const renewChunkOf = (send: Send, requests: ReadonlyArray<LeaseRequest>): Effect.Effect<ReadonlyArray<RenewReply>> => {
+  const permits = requests.filter((request) => request.permits !== undefined)
+  if (permits.length === 0) return renewKindOf(send, requests, Scripts.renewAllArgs)
+  if (permits.length === requests.length) return renewKindOf(send, requests, Scripts.semaphoreRenewAllArgs)
+  const locks = requests.filter((request) => request.permits === undefined)
+  return Effect.map(
+    Effect.all(
+      [renewKindOf(send, locks, Scripts.renewAllArgs), renewKindOf(send, permits, Scripts.semaphoreRenewAllArgs)],
+      { concurrency: "unbounded" }
+    ),
+    ([lockReplies, permitReplies]) => {
+      let l = 0
+      let p = 0
+      return requests.map((request) => (request.permits === undefined ? lockReplies[l++]! : permitReplies[p++]!))
+    }
+  )
+}
+
+/** One `renewAll` script (made by `argsOf`) for leases of one kind on one connection. */
+const renewKindOf = (
+  send: Send,
+  requests: ReadonlyArray<LeaseRequest>,
+  argsOf: typeof Scripts.renewAllArgs
+): Effect.Effect<ReadonlyArray<RenewReply>> => {
   const first = requests[0]!
   const keys = requests.map((request) => request.key)
   const tokens = requests.map((request) => request.token)
-  return send(Scripts.renewAllArgs("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
+  return send(argsOf("EVALSHA", keys, tokens, first.leaseMillis), first.timeoutMillis).pipe(
     Effect.catchIf(
       (error) => error.code === "NOSCRIPT",
-      () => send(Scripts.renewAllArgs("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
+      () => send(argsOf("EVAL", keys, tokens, first.leaseMillis), first.timeoutMillis)
     ),
     Effect.match({
       onFailure: (error): ReadonlyArray<RenewReply> => requests.map(() => error),
@@ -117,6 +143,15 @@ export const backendOver = (options: {
 }): Effect.Effect<Backend, never, Scope.Scope> => {
   const { sends } = options
   const sendFor = (lockKey: string): Send => sends[laneOf(lockKey, sends.length)]!
+  const leave: Backend["leave"] & {} = (key, waiterId, timeoutMillis, permits) =>
+    Effect.ignore(
+      runScript(
+        sendFor(key),
+        Scripts.leaveScript(permits),
+        ...Scripts.leaveCall(key, waiterId, "PUBLISH", permits),
+        timeoutMillis
+      )
+    )
   return Effect.gen(function* () {
     const wakeups =
       options.subscriber === undefined
@@ -125,24 +160,27 @@ export const backendOver = (options: {
             subscriber: options.subscriber,
             // One node: a release's grant is as durable as an acquisition.
             grants: true,
-            leave: (key, waiterId, timeoutMillis) =>
-              Effect.ignore(
-                runScript(sendFor(key), Scripts.leave, ...Scripts.leaveCall(key, waiterId, "PUBLISH"), timeoutMillis)
-              )
+            leave
           })
     return {
       description: options.description,
       ordered: options.ordered === true,
+      leave,
       acquire: (request) =>
         scriptsOver(sendFor(request.key))(
-          Scripts.acquire,
+          Scripts.acquireScript(request),
           ...Scripts.acquireCall(request, "PUBLISH"),
           request.timeoutMillis,
           readAcquire
         ),
       renew: (request) =>
         Effect.map(
-          runScript(sendFor(request.key), Scripts.renew, ...Scripts.renewCall(request), request.timeoutMillis),
+          runScript(
+            sendFor(request.key),
+            Scripts.renewScript(request),
+            ...Scripts.renewCall(request),
+            request.timeoutMillis
+          ),
           (reply) => reply === 1
         ),
       renewAll: (requests) => {
@@ -184,14 +222,19 @@ export const backendOver = (options: {
         ),
       release: (request) =>
         scriptsOver(sendFor(request.key))(
-          Scripts.release,
+          Scripts.releaseScript(request),
           ...Scripts.releaseCall(request, "PUBLISH"),
           request.timeoutMillis,
           isReleased
         ),
       check: (request) =>
         Effect.map(
-          runScript(sendFor(request.key), Scripts.check, ...Scripts.checkCall(request), request.timeoutMillis),
+          runScript(
+            sendFor(request.key),
+            Scripts.checkScript(request),
+            ...Scripts.checkCall(request),
+            request.timeoutMillis
+          ),
           (reply) => typeof reply === "number" && reply !== -2
         ),
       ...(wakeups === undefined ? {} : { wakeups })

@@ -33,7 +33,7 @@ import { awaiting } from "./wait.ts"
 export const make = (options: {
   /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
   readonly subscriber: () => Promise<Subscriber>
-  readonly leave: (key: string, waiterId: string, timeoutMillis: number) => Effect.Effect<void>
+  readonly leave: Wakeups["leave"]
   /**
    * Unsubscribe every channel when the scope closes (at most a second): for a subscriber on a
    * client the application owns and keeps using. A subscriber the lock owns is simply closed.
