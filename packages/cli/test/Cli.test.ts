@@ -9,7 +9,7 @@ import * as Layer from "effect/Layer"
 import * as ChildProcess from "node:child_process"
 import * as Net from "node:net"
 import * as Path from "node:path"
-import { Lock } from "@sage/lock"
+import { Lock, Semaphore } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer } from "@sage/lock-testkit"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
@@ -61,6 +61,48 @@ layer(ServerLive, { excludeTestServices: true })("sage-lock on a standalone serv
       const server = yield* Server
       const backend = yield* NodeRedisBackend.make({ url: server.url })
       yield* inspectListRelease(["--url", server.url], backend)
+    })
+  )
+
+  it.effect("semaphore inspect, list and release: holders with their permits, the line, --holder and --force", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const ns = namespace("sem")
+      const backend = yield* NodeRedisBackend.make({ url: server.url })
+      const semaphores = yield* Semaphore.make({ namespace: ns, leaseDuration: "5 seconds" }).pipe(
+        Effect.provideService(LockBackend, backend)
+      )
+      const url = ["--url", server.url, "--namespace", ns]
+      const holder = yield* Effect.forkChild(
+        semaphores.withPermits("gpus", { limit: 3, permits: 2, waitTimeout: "2 seconds" })(Effect.never)
+      )
+      const waiter = yield* Effect.forkChild(
+        semaphores.withPermits("gpus", { limit: 3, permits: 2, waitTimeout: "10 seconds" })(Effect.succeed("served"))
+      )
+      yield* Effect.sleep("300 millis")
+      const report = JSON.parse(yield* succeeds(["semaphore", "inspect", "gpus", "--json", ...url]))
+      assert.strictEqual(report.key, "gpus")
+      assert.strictEqual(report.limit, 3)
+      assert.strictEqual(report.used, 2)
+      assert.strictEqual(report.holders.length, 1)
+      assert.strictEqual(report.holders[0].permits, 2)
+      assert.deepStrictEqual(
+        report.waiters.map((w: { permits: number }) => w.permits),
+        [2]
+      )
+      const text = yield* succeeds(["semaphore", "inspect", "gpus", ...url])
+      assert.include(text, "permits held:       2")
+      assert.include(text, report.holders[0].token)
+      const listed = yield* succeeds(["semaphore", "list", ...url])
+      assert.include(listed, `1 semaphore in namespace "${ns}"`)
+
+      const token: string = report.holders[0].token
+      const refused = yield* fails(["semaphore", "release", "gpus", "--holder", token, ...url])
+      assert.include(refused, "without --force")
+      const released = yield* succeeds(["semaphore", "release", "gpus", "--holder", token, "--force", ...url])
+      assert.include(released, "released")
+      assert.strictEqual(yield* Fiber.join(waiter), "served", "the line got the released permits")
+      yield* Fiber.interrupt(holder)
     })
   )
 

@@ -34,3 +34,11 @@ export * as FencedWrite from "./FencedWrite.ts"
  * @since 0.2.0
  */
 export * as LockAdmin from "./LockAdmin.ts"
+
+/**
+ * Operating semaphores and read-write locks from outside: `inspect` (limit, holders with their
+ * permits and leases, waiters), `list` (by `SCAN`) and `forceRelease` of one holder.
+ *
+ * @since 0.3.0
+ */
+export * as SemaphoreAdmin from "./SemaphoreAdmin.ts"

@@ -1,7 +1,7 @@
 // What the commands print: aligned text for people, one line of JSON for scripts (`--json`; absent
 // values are `null` so every object has the same fields).
 import { LockScripts } from "@sage/lock"
-import type { LockAdmin } from "@sage/lock-node-redis"
+import type { LockAdmin, SemaphoreAdmin } from "@sage/lock-node-redis"
 
 /** A lock as the commands report it. */
 export interface Report {
@@ -96,3 +96,100 @@ export const releaseText = (key: string, redisKey: string, released: boolean): s
   released
     ? `released ${printable(key)} (${printable(redisKey)}): a holder still running loses it at its next renewal`
     : `${printable(key)} (${printable(redisKey)}) was not held: nothing released`
+
+/** A semaphore as the `semaphore` commands report it. */
+export interface SemaphoreReport {
+  readonly key: string | null
+  readonly redisKey: string
+  readonly limit: number | null
+  readonly used: number
+  readonly holders: ReadonlyArray<{
+    readonly token: string
+    readonly permits: number
+    readonly fencingToken: number | null
+    readonly remainingMillis: number
+  }>
+  readonly waiters: ReadonlyArray<{ readonly id: string; readonly permits: number }>
+  readonly lastFencingToken: number | null
+}
+
+export const semaphoreReport = (
+  namespace: string,
+  info: SemaphoreAdmin.SemaphoreInfo,
+  key?: string
+): SemaphoreReport => ({
+  key: key ?? keyText(namespace, info.key),
+  redisKey: info.key,
+  limit: info.limit ?? null,
+  used: info.used,
+  holders: info.holders.map((holder) => ({ ...holder, fencingToken: holder.fencingToken ?? null })),
+  waiters: info.waiters,
+  lastFencingToken: info.lastFencingToken ?? null
+})
+
+/** Rows as an aligned table, each column as wide as its widest cell. */
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)))
+  return rows.map((row) =>
+    row
+      .map((cell, column) => cell.padEnd(widths[column]!))
+      .join("  ")
+      .trimEnd()
+  )
+}
+
+/** `semaphore inspect` for people: the summary, then the holders and the waiters in line. */
+export const semaphoreText = (semaphore: SemaphoreReport): string => {
+  const summary = [
+    ["key", semaphore.key === null ? "?" : printable(semaphore.key)],
+    ["redis key", printable(semaphore.redisKey)],
+    ["limit", semaphore.limit === null ? "none stored (unused)" : String(semaphore.limit)],
+    ["permits held", String(semaphore.used)],
+    ["last fencing token", semaphore.lastFencingToken === null ? "none" : String(semaphore.lastFencingToken)]
+  ].map(([label, value]) => `${`${label}:`.padEnd(20)}${value}`)
+  const holders =
+    semaphore.holders.length === 0
+      ? ["no holders"]
+      : table([
+          ["HOLDER", "PERMITS", "FENCE", "TTL"],
+          ...semaphore.holders.map((holder) => [
+            printable(holder.token),
+            String(holder.permits),
+            holder.fencingToken === null ? "-" : String(holder.fencingToken),
+            `${holder.remainingMillis} ms`
+          ])
+        ])
+  const waiters =
+    semaphore.waiters.length === 0
+      ? ["nobody waiting"]
+      : table([
+          ["WAITER (in line)", "PERMITS"],
+          ...semaphore.waiters.map((waiter) => [printable(waiter.id), String(waiter.permits)])
+        ])
+  return [...summary, "", ...holders, "", ...waiters].join("\n")
+}
+
+/** `semaphore list` for people. */
+export const semaphoreListText = (namespace: string, semaphores: ReadonlyArray<SemaphoreReport>): string => {
+  if (semaphores.length === 0) return `no semaphores in namespace "${namespace}"`
+  const rows = table([
+    ["KEY", "LIMIT", "HELD", "HOLDERS", "WAITERS", "FENCE"],
+    ...semaphores.map((semaphore) => [
+      printable(semaphore.key ?? semaphore.redisKey),
+      semaphore.limit === null ? "-" : String(semaphore.limit),
+      String(semaphore.used),
+      String(semaphore.holders.length),
+      String(semaphore.waiters.length),
+      semaphore.lastFencingToken === null ? "-" : String(semaphore.lastFencingToken)
+    ])
+  ])
+  const noun = semaphores.length === 1 ? "semaphore" : "semaphores"
+  return [...rows, `${semaphores.length} ${noun} in namespace "${namespace}"`].join("\n")
+}
+
+/** `semaphore release` for people. */
+export const permitsReleaseText = (key: string, holder: string, released: boolean): string =>
+  released
+    ? `released ${printable(holder)}'s permits of ${printable(key)}: the line was served with them; ` +
+      "a holder still running loses them at its next renewal"
+    : `${printable(holder)} held no permits of ${printable(key)}: nothing released`
