@@ -147,10 +147,14 @@ export const collectGarbage = (): { readonly heapUsed: number; readonly cpuMicro
 /** How long a held workload waits after its second collection, so the collector's after-work is done. */
 export const settleMillis = 1000
 
+/** The key of held call `i`: one key per call for a lock, one per `limit` calls for a semaphore. */
+export const heldKey = (prefix: string, i: number, limit: number | undefined): string =>
+  `${prefix}:${Math.floor(i / (limit ?? 1))}`
+
 /**
- * `count` concurrent calls on distinct keys whose bodies wait for the gate. Once all are held (or the
- * acquire budget is spent) and the heap is collected, the CPU window of `holdMillis` runs, then the
- * gate opens and all release.
+ * `count` concurrent calls on distinct keys (or `limit` a key) whose bodies wait for the gate. Once
+ * all are held (or the acquire budget is spent) and the heap is collected, the CPU window of
+ * `holdMillis` runs, then the gate opens and all release.
  */
 export const held = async (
   lock: PromiseLock,
@@ -159,6 +163,7 @@ export const held = async (
     readonly count: number
     readonly holdMillis: number
     readonly acquireBudgetMillis: number
+    readonly limit?: number | undefined
   }
 ): Promise<Result> => {
   const heapBefore = collectGarbage().heapUsed
@@ -168,10 +173,14 @@ export const held = async (
   let acquired = 0
   let lost = 0
   const calls = range(options.count).map(async (i) => {
-    const outcome = await lock.withLock(`${options.prefix}:${i}`, options.acquireBudgetMillis, async () => {
-      if (++acquired === options.count) allHeld.open()
-      await release.opened
-    })
+    const outcome = await lock.withLock(
+      heldKey(options.prefix, i, options.limit),
+      options.acquireBudgetMillis,
+      async () => {
+        if (++acquired === options.count) allHeld.open()
+        await release.opened
+      }
+    )
     if (outcome === "lost") lost++
   })
   const budget = setTimeout(allHeld.open, options.acquireBudgetMillis)
@@ -235,6 +244,9 @@ const warm = async (lock: PromiseLock, workload: Workload, prefix: string): Prom
       await uncontended(lock, { prefix, concurrency: heldWarmupConcurrency }, clockMillis() + heldWarmupMillis)
   }
 }
+
+/** Builds the runner of `library` for one lease: what a worker loads (worker.ts). */
+export type Load = (library: string, url: string, leaseMillis: number) => Promise<Runner>
 
 /** The three workloads over a Promise lock. */
 export const runner = (lock: PromiseLock): Runner => ({

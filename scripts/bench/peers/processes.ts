@@ -11,15 +11,7 @@ import * as Schema from "effect/Schema"
 import * as Affinity from "./affinity.ts"
 import { clockMillis } from "./clock.ts"
 import type { Snapshot } from "./counters.ts"
-import {
-  type Command,
-  decodeMessage,
-  type Job,
-  type Library,
-  type Message,
-  type Result,
-  WorkerArgsJson
-} from "./protocol.ts"
+import { type Command, decodeMessage, type Job, type Message, type Result, WorkerArgsJson } from "./protocol.ts"
 
 const workerPath = fileURLToPath(new URL("./worker.ts", import.meta.url))
 
@@ -30,7 +22,7 @@ const exitTimeoutMillis = 12_000
 const leadMillis = 100
 
 interface Worker {
-  readonly library: Library
+  readonly library: string
   readonly child: ChildProcess.ChildProcess
   readonly send: (command: Command) => void
   /** The next message; a `failed` one (or the process's exit) rejects. */
@@ -46,11 +38,11 @@ const withTimeout = <A>(promise: Promise<A>, millis: number, what: string): Prom
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
 
-const launch = (library: Library, url: string): Worker => {
+const launch = (library: string, url: string, drivers: string | undefined): Worker => {
   const child = ChildProcess.spawn(
     process.execPath,
     // --expose-gc: the held workloads collect the heap before their window (drivers.ts `collectGarbage`).
-    [...process.execArgv, "--expose-gc", workerPath, Schema.encodeSync(WorkerArgsJson)({ library, url })],
+    [...process.execArgv, "--expose-gc", workerPath, Schema.encodeSync(WorkerArgsJson)({ library, url, drivers })],
     { stdio: ["pipe", "pipe", "inherit"] }
   )
   child.stdin?.on("error", () => {})
@@ -122,7 +114,7 @@ export interface Processes {
    * the results are in, then on all again; `undefined` when they could not be pinned (nothing ran).
    */
   readonly measure: (
-    library: Library,
+    library: string,
     jobs: ReadonlyArray<Job>,
     options: { readonly durationMillis: number; readonly resultTimeoutMillis: number; readonly oneCpu: boolean }
   ) => Promise<Measured | undefined>
@@ -130,18 +122,27 @@ export interface Processes {
   readonly stopAll: () => Promise<void>
 }
 
-export const make = (url: string, counters: () => Promise<Snapshot>, serverPid: () => number): Processes => {
-  const pools = new Map<Library, Array<Worker>>()
-  const workersOf = (library: Library, count: number): Array<Worker> => {
+/**
+ * The processes of one run. `drivers` (a module URL, see protocol.ts `WorkerArgs`) makes the workers
+ * load their library from that module instead of the peers'.
+ */
+export const make = (
+  url: string,
+  counters: () => Promise<Snapshot>,
+  serverPid: () => number,
+  drivers?: string
+): Processes => {
+  const pools = new Map<string, Array<Worker>>()
+  const workersOf = (library: string, count: number): Array<Worker> => {
     const pool = pools.get(library) ?? []
     pools.set(library, pool)
-    while (pool.length < count) pool.push(launch(library, url))
+    while (pool.length < count) pool.push(launch(library, url, drivers))
     return pool.slice(0, count)
   }
 
   // One measured run over processes already on the CPUs they should use.
   const measureOn = async (
-    library: Library,
+    library: string,
     workers: ReadonlyArray<Worker>,
     jobs: ReadonlyArray<Job>,
     options: { readonly durationMillis: number; readonly resultTimeoutMillis: number }

@@ -22,25 +22,42 @@ export const libraryLabel: Record<Library, string> = {
   baseline: "node-redis baseline"
 }
 
+/**
+ * A semaphore's size, for the semaphores bench (bench/semaphores), which runs these workloads with
+ * `withPermits(key, 1 of limit)` in place of `withLock(key)`; absent for a lock.
+ */
+const limit = Schema.optional(Schema.Int)
+
 /** The work one process does between the parent's `start` and its `until`. */
 export const Workload = Schema.Union([
   /** `concurrency` loops, each on its own key, doing `withLock(key)(nothing)` back to back. */
-  Schema.TaggedStruct("uncontended", { concurrency: Schema.Int, warmupMillis: Schema.Int }),
+  Schema.TaggedStruct("uncontended", { concurrency: Schema.Int, warmupMillis: Schema.Int, limit }),
   /** Loops on one shared key; `workers` are their global ids (the other processes run the rest). */
   Schema.TaggedStruct("contended", {
     key: Schema.String,
     workers: Schema.Array(Schema.Int),
     holdMillis: Schema.Finite,
     thinkMillis: Schema.Finite,
-    warmupCycles: Schema.Int
+    warmupCycles: Schema.Int,
+    limit
   }),
-  /** `count` locks acquired together, held `holdMillis` once all are held, then released. */
-  Schema.TaggedStruct("held", { count: Schema.Int, holdMillis: Schema.Int, acquireBudgetMillis: Schema.Int })
+  /**
+   * `count` locks acquired together, held `holdMillis` once all are held, then released. With a
+   * `limit`, `limit` holders share each key, so that every one of them is granted at once.
+   */
+  Schema.TaggedStruct("held", { count: Schema.Int, holdMillis: Schema.Int, acquireBudgetMillis: Schema.Int, limit })
 ])
 export type Workload = typeof Workload.Type
 
-/** A worker's identity for its whole life, passed as `node worker.ts '<json>'`. */
-export const WorkerArgs = Schema.Struct({ library: Schema.Literals(libraries), url: Schema.String })
+/**
+ * A worker's identity for its whole life, passed as `node worker.ts '<json>'`: a peers `Library`, or,
+ * with `drivers` (the URL of a module whose `load` is a drivers.ts `Load`), a library that module knows.
+ */
+export const WorkerArgs = Schema.Struct({
+  library: Schema.String,
+  url: Schema.String,
+  drivers: Schema.optional(Schema.String)
+})
 export type WorkerArgs = typeof WorkerArgs.Type
 export const WorkerArgsJson = Schema.fromJsonString(WorkerArgs)
 

@@ -12,18 +12,18 @@ const series = (entry: Collected, library: Library): Series => ({
 })
 
 /** A per-round median ratio as "1.23x". */
-const times = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(2)}x` : "-")
+export const times = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(2)}x` : "-")
 
 /** A rounds' range as "0.95-1.10". */
-const rangeCell = ([low, high]: readonly [number, number]): string =>
+export const rangeCell = ([low, high]: readonly [number, number]): string =>
   Number.isFinite(low) ? `${low.toFixed(2)}-${high.toFixed(2)}` : "-"
 
 const spread = (entry: Collected, library: Library, pick: (figures: Figures) => number): string =>
   rangeCell(ratioRange(series(entry, library), pick))
 
-const fixed = (value: number, digits: number): string => (Number.isFinite(value) ? value.toFixed(digits) : "-")
+export const fixed = (value: number, digits: number): string => (Number.isFinite(value) ? value.toFixed(digits) : "-")
 
-const count = (value: number): string => (Number.isFinite(value) ? String(Math.round(value)) : "-")
+export const count = (value: number): string => (Number.isFinite(value) ? String(Math.round(value)) : "-")
 
 const loadCell = (entry: Collected): string => fixed(median(entry.loads), 2)
 

@@ -3,6 +3,8 @@
 // workloads are the ones in drivers.ts written in Effect, as an Effect user would write them (fibers,
 // `Effect.sleep`, a `Deferred` as the held bodies' gate), so that one `runPromise` covers a whole
 // measurement and no per-call bridge to Promises is charged to the lock. A loss is a `LockLost` failure.
+// `makeWith` runs the same workloads on anything with a lock's `withLock` (the semaphores bench's
+// `Semaphore` client, bound to a limit).
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -14,6 +16,7 @@ import {
   collectGarbage,
   settleMillis,
   cpuMicros,
+  heldKey,
   heldWarmupConcurrency,
   heldWarmupMillis,
   type Outcome,
@@ -28,7 +31,8 @@ import * as Requests from "./requests.ts"
 /** What ends a run: a failure that waiting again cannot fix. */
 type LockFailure = LockError.LockRedisError | LockError.InvalidArgument
 
-type Client = Lock.LockClient<string>
+/** What the workloads call: a `Lock` client's `withLock`, or the same shape over another client. */
+export type Client = Pick<Lock.LockClient<string>, "withLock">
 
 const uncontendedWait = "20 seconds"
 
@@ -127,6 +131,7 @@ const held = (
     readonly count: number
     readonly holdMillis: number
     readonly acquireBudgetMillis: number
+    readonly limit?: number | undefined
   }
 ) =>
   Effect.gen(function* () {
@@ -143,7 +148,9 @@ const held = (
     const calls = yield* Effect.forEach(
       range(options.count),
       (i) =>
-        settle(lock.withLock(`${options.prefix}:${i}`, { waitTimeout: options.acquireBudgetMillis })(body)).pipe(
+        settle(
+          lock.withLock(heldKey(options.prefix, i, options.limit), { waitTimeout: options.acquireBudgetMillis })(body)
+        ).pipe(
           Effect.map((result) => {
             if (result === "lost") lost++
           })
@@ -198,25 +205,17 @@ const warm = (lock: Client, workload: Workload, prefix: string): Effect.Effect<v
 }
 
 /**
- * One namespace for every client in every process: the keys carry each run's prefix, and processes
- * that share a key must share the namespace too, or they would not contend at all.
+ * The workloads over the client that `client` takes from `layer`'s services for each workload, on one
+ * `ManagedRuntime`; the layer (connections included) is built before this answers.
  */
-const namespace = "peers"
-
-/** The workloads on one `Lock` client, built when the runner is made (the connection included). */
-export const make = async (url: string, leaseMillis: number): Promise<Runner> => {
-  // PEERS_SAGE_CONNECTIONS=n sets the standalone backend's `connections` (default 2), for A/B runs.
-  const connections = process.env["PEERS_SAGE_CONNECTIONS"]
-  const backend = NodeRedisBackend.layer({
-    url,
-    ...(connections === undefined ? {} : { connections: Number(connections) })
-  })
-  const runtime = ManagedRuntime.make(
-    Lock.layer({ namespace, leaseDuration: leaseMillis }).pipe(Layer.provide(backend))
-  )
+export const makeWith = async <S, E>(
+  layer: Layer.Layer<S, E>,
+  client: (workload: Workload) => Effect.Effect<Client, never, S>
+): Promise<Runner> => {
+  const runtime = ManagedRuntime.make(layer)
   const run = (workload: Workload, prefix: string, until: number): Promise<Result> =>
     runtime.runPromise(
-      Effect.flatMap(Lock.Lock, (lock): Effect.Effect<Result, LockFailure> => {
+      Effect.flatMap(client(workload), (lock): Effect.Effect<Result, LockFailure> => {
         switch (workload._tag) {
           case "uncontended":
             return uncontended(lock, { prefix, concurrency: workload.concurrency }, until)
@@ -227,10 +226,27 @@ export const make = async (url: string, leaseMillis: number): Promise<Runner> =>
         }
       })
     )
-  await runtime.runPromise(Lock.Lock)
+  await runtime.runPromise(Effect.void)
   return {
     run,
-    warm: (workload, prefix) => runtime.runPromise(Effect.flatMap(Lock.Lock, (lock) => warm(lock, workload, prefix))),
+    warm: (workload, prefix) =>
+      runtime.runPromise(Effect.flatMap(client(workload), (lock) => warm(lock, workload, prefix))),
     close: () => runtime.dispose()
   }
 }
+
+/** The standalone backend; PEERS_SAGE_CONNECTIONS=n sets its `connections` (default 2), for A/B runs. */
+export const backend = (url: string) => {
+  const connections = process.env["PEERS_SAGE_CONNECTIONS"]
+  return NodeRedisBackend.layer({ url, ...(connections === undefined ? {} : { connections: Number(connections) }) })
+}
+
+/**
+ * One namespace for every client in every process: the keys carry each run's prefix, and processes
+ * that share a key must share the namespace too, or they would not contend at all.
+ */
+const namespace = "peers"
+
+/** The workloads on one `Lock` client, built when the runner is made (the connection included). */
+export const make = (url: string, leaseMillis: number): Promise<Runner> =>
+  makeWith(Lock.layer({ namespace, leaseDuration: leaseMillis }).pipe(Layer.provide(backend(url))), () => Lock.Lock)

@@ -2,15 +2,29 @@
 // call (its README's pattern), `acquire()` polling `SET NX PX` every `retryInterval` (default 10 ms)
 // until `acquireTimeout`, a refresh timer every `refreshInterval` (default 0.8 x lockTimeout) while
 // held, and `release()`. Loss shows through the `onLockLost` callback (a refresh that found the key gone).
-import { Mutex, TimeoutError } from "redis-semaphore"
+// `makeWith` drives any of the library's classes the same way (the semaphores bench's `Semaphore`
+// and `MultiSemaphore`).
+import { type LockOptions, Mutex, TimeoutError } from "redis-semaphore"
+import type { Redis } from "ioredis"
 import type { Outcome, PromiseLock } from "./drivers.ts"
 import { connect } from "./ioredis.ts"
 
-export const make = async (url: string, leaseMillis: number): Promise<PromiseLock> => {
+/** What the driver needs of a redis-semaphore object (`Mutex`, `Semaphore`, `MultiSemaphore`). */
+export interface Acquirable {
+  readonly acquire: () => Promise<void>
+  readonly release: () => Promise<void>
+}
+
+/** A `PromiseLock` that builds `create(client, key, options)` for every call. */
+export const makeWith = async (
+  url: string,
+  leaseMillis: number,
+  create: (client: Redis, key: string, options: LockOptions) => Acquirable
+): Promise<PromiseLock> => {
   const client = await connect(url)
   const withLock = async (key: string, waitMillis: number, body: () => Promise<void>): Promise<Outcome> => {
     let lost = false
-    const mutex = new Mutex(client, key, {
+    const held = create(client, key, {
       lockTimeout: leaseMillis,
       acquireTimeout: Math.max(1, Math.floor(waitMillis)),
       onLockLost: () => {
@@ -18,7 +32,7 @@ export const make = async (url: string, leaseMillis: number): Promise<PromiseLoc
       }
     })
     try {
-      await mutex.acquire()
+      await held.acquire()
     } catch (error) {
       if (error instanceof TimeoutError) return "timeout"
       throw error
@@ -26,7 +40,7 @@ export const make = async (url: string, leaseMillis: number): Promise<PromiseLoc
     try {
       await body()
     } finally {
-      await mutex.release()
+      await held.release()
     }
     return lost ? "lost" : "ok"
   }
@@ -37,3 +51,6 @@ export const make = async (url: string, leaseMillis: number): Promise<PromiseLoc
     }
   }
 }
+
+export const make = (url: string, leaseMillis: number): Promise<PromiseLock> =>
+  makeWith(url, leaseMillis, (client, key, options) => new Mutex(client, key, options))

@@ -25,10 +25,12 @@ export interface Ran<A> {
 
 /**
  * Starts the server and the counters, runs `run` over a fresh set of worker processes (progress lines
- * on stderr labelled `label`), and answers its result with what the report says about the run.
+ * on stderr labelled `label`; their libraries from `drivers` if given, see processes.ts), and answers
+ * its result with what the report says about the run.
  */
 export const withWorkers = <A>(options: {
   readonly label: string
+  readonly drivers?: string
   readonly timeout: Duration.Input
   readonly run: (processes: Processes.Processes, signal: AbortSignal, progress: (text: string) => void) => Promise<A>
 }) => {
@@ -48,7 +50,7 @@ export const withWorkers = <A>(options: {
         (counters) => Effect.promise(() => counters.close())
       )
       const processes = yield* Effect.acquireRelease(
-        Effect.sync(() => Processes.make(server.url, counters.read, () => server.pid)),
+        Effect.sync(() => Processes.make(server.url, counters.read, () => server.pid, options.drivers)),
         (processes) => Effect.promise(() => processes.stopAll())
       )
       const result = yield* Effect.tryPromise({

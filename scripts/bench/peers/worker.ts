@@ -3,9 +3,10 @@
 // none yet (so connects never fall in a window) and warms up, `start` runs the job in the window. The
 // process is reused across workloads and rounds, so starting Node is paid once, not per run. When stdin
 // ends (the parent finished or died) it closes its clients and exits.
-// Started by processes.ts as `node worker.ts '<WorkerArgs json>'`.
+// Started by processes.ts as `node worker.ts '<WorkerArgs json>'`; with `drivers` in its arguments, the
+// library comes from that module's `load` (the semaphores bench's), and this file only serves commands.
 import * as Readline from "node:readline"
-import { type Runner, sleepUntil } from "./drivers.ts"
+import { type Load, type Runner, sleepUntil } from "./drivers.ts"
 import type { Command, Job, Library, Message, WorkerArgs } from "./protocol.ts"
 import * as Requests from "./requests.ts"
 
@@ -14,7 +15,7 @@ const send = (message: Message): void => {
   process.stdout.write(`${JSON.stringify(message)}\n`)
 }
 
-const load = async (library: Library, url: string, leaseMillis: number): Promise<Runner> => {
+const loadPeer = async (library: Library, url: string, leaseMillis: number): Promise<Runner> => {
   switch (library) {
     case "sage":
       return (await import("./sage.ts")).make(url, leaseMillis)
@@ -34,6 +35,12 @@ const load = async (library: Library, url: string, leaseMillis: number): Promise
 const main = async (): Promise<void> => {
   // Written by the parent with WorkerArgsJson; not decoded again here (see protocol.ts).
   const args = JSON.parse(process.argv[2] ?? "") as WorkerArgs
+  const drivers = args.drivers
+  const load: Load =
+    drivers === undefined
+      ? (library, url, leaseMillis) => loadPeer(library as Library, url, leaseMillis)
+      : async (library, url, leaseMillis) =>
+          ((await import(drivers)) as { readonly load: Load }).load(library, url, leaseMillis)
   Requests.install(Number(new URL(args.url).port))
   // One client per lease (@sage/lock fixes the lease per client); every job's keys carry its own prefix.
   const runners = new Map<number, Runner>()
