@@ -34,17 +34,35 @@
 import * as Keys from "./internal/keys.ts"
 import * as Lua from "./internal/lua.ts"
 
-const { fenceHelper, grantingWaiterPrefix, ownChannelWaiterPrefix } = Lua
+const { grantingWaiterPrefix, ownChannelWaiterPrefix } = Lua
 
-// Every semaphore script that changes holders starts with these: the server's time, the holders'
-// bookkeeping reset when their sorted set is gone (expired with its last lease, or deleted by hand)
-// while the hash remains, and the helpers that add and drop holders.
+// The server's time, which every semaphore script reads first (`t` as `TIME` gives it, `now` in
+// milliseconds), and the next fencing token of KEYS[4] from it, as the lock issues one
+// (`max(last + 1, server time in microseconds)`, written as text: see lua.ts).
+const clock = `local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+const fence = `local function issue_fence()
+  local floor = t[1] .. string.rep("0", 6 - #t[2]) .. t[2]
+  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", "${Lua.fenceRetentionMillis}", "GET") or "0") or 0
+  local f = tonumber(floor)
+  if last < f then
+    return f
+  end
+  redis.call("SET", KEYS[4], last + 1, "PX", "${Lua.fenceRetentionMillis}")
+  return last + 1
+end
+`
+
+// What the scripts that change holders define once past their fast path: the holders' bookkeeping
+// reset when their sorted set is gone (expired with its last lease, or deleted by hand) while the
+// hash remains, and the helpers that add and drop holders. A Lua `local function` is a closure made
+// on every run, so the uncontended path, which needs none of them, returns before they are defined.
 //
 // The hash keeps the limit alone in that case, and only while waiters are registered: their asks were
 // checked against it.
-const holderHelpers = `local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call("EXISTS", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[5]) == 1 then
+const holderHelpers = `if redis.call("EXISTS", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[5]) == 1 then
   local kept = redis.call("HGET", KEYS[5], "=limit")
   redis.call("DEL", KEYS[5])
   local ttl = redis.call("PTTL", KEYS[2])
@@ -169,7 +187,22 @@ end
  * @category scripting
  * @since 0.3.0
  */
-export const acquire = `${fenceHelper}${holderHelpers}${lineHelpers}local token, waiter = ARGV[1], ARGV[3]
+export const acquire = `${clock}if redis.call("EXISTS", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[2]) == 0 then
+  local floor = t[1] .. string.rep("0", 6 - #t[2]) .. t[2]
+  local last = tonumber(redis.call("SET", KEYS[4], floor, "PX", "${Lua.fenceRetentionMillis}", "GET") or "0") or 0
+  local f = tonumber(floor)
+  if last >= f then
+    f = last + 1
+    redis.call("SET", KEYS[4], f, "PX", "${Lua.fenceRetentionMillis}")
+  end
+  redis.call("DEL", KEYS[5])
+  redis.call("ZADD", KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  redis.call("HSET", KEYS[5], "=limit", ARGV[9], "=used", ARGV[8], ARGV[1], ARGV[8] .. ":" .. string.format("%d", f))
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  redis.call("PEXPIRE", KEYS[5], ARGV[2])
+  return {1, f}
+end
+${fence}${holderHelpers}${lineHelpers}local token, waiter = ARGV[1], ARGV[3]
 local lease, count = tonumber(ARGV[2]), tonumber(ARGV[8])
 local stored = redis.call("HGET", KEYS[5], "=limit")
 if stored and stored ~= ARGV[9] then
@@ -250,9 +283,7 @@ return reply
  * @category scripting
  * @since 0.3.0
  */
-export const renew = `local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
+export const renew = `${clock}local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 if ends and tonumber(ends) > now then
   local lease = tonumber(ARGV[2])
   redis.call("ZADD", KEYS[1], "XX", now + lease, ARGV[1])
@@ -277,9 +308,7 @@ return 0
  * @category scripting
  * @since 0.3.0
  */
-export const renewAll = `local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = #KEYS / 3
+export const renewAll = `${clock}local n = #KEYS / 3
 local lease = tonumber(ARGV[n + 1])
 local replies = {}
 for i = 1, n do
@@ -313,7 +342,12 @@ return replies
  * @category scripting
  * @since 0.3.0
  */
-export const release = `${fenceHelper}${holderHelpers}${lineHelpers}expire_holders()
+export const release = `${clock}local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
+if ends and tonumber(ends) > now and redis.call("ZCARD", KEYS[1]) == 1 and redis.call("EXISTS", KEYS[2]) == 0 then
+  redis.call("DEL", KEYS[1], KEYS[5])
+  return 1
+end
+${fence}${holderHelpers}${lineHelpers}expire_holders()
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   drop(ARGV[1])
   if redis.call("EXISTS", KEYS[2]) == 1 then
@@ -338,7 +372,7 @@ return 0
  * @category scripting
  * @since 0.3.0
  */
-export const leave = `${fenceHelper}${holderHelpers}${lineHelpers}local waiter = ARGV[1]
+export const leave = `${clock}${fence}${holderHelpers}${lineHelpers}local waiter = ARGV[1]
 local removed = redis.call("ZREM", KEYS[2], waiter)
 redis.call("ZREM", KEYS[3], waiter)
 redis.call("HDEL", KEYS[6], waiter)
@@ -367,9 +401,7 @@ return removed
  * @category scripting
  * @since 0.3.0
  */
-export const check = `local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
+export const check = `${clock}local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 if ends and tonumber(ends) > now then
   return tonumber(ends) - now
 end
