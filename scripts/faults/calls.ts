@@ -1,14 +1,19 @@
 // The calls of a run as the checker sees them: assembled from the workers' lines alone, plus the
 // parent's record of which worker it paused or killed when. Shared by checker.ts (counts, overlaps,
-// hangs) and history.ts (the grants of each key in order).
+// hangs), history.ts (the grants of each key in order) and permits.ts (a semaphore's permits held).
 import type { Outcome, WorkerLine } from "./protocol.ts"
 
-/** One `withLock` call as its worker reported it (times in microseconds on the shared monotonic clock). */
+/**
+ * One `withLock` or `withPermits` call as its worker reported it (times in microseconds on the shared
+ * monotonic clock).
+ */
 export interface Call {
   readonly id: string
   readonly worker: number
   readonly key: string
   readonly begin: number
+  /** A semaphore's call: the permits it asks for (and its body holds) of the semaphore's `limit`. */
+  readonly permits?: { readonly count: number; readonly limit: number } | undefined
   entered?: number
   /** The fencing token the body saw (`Lease.fencingToken`). */
   token?: number
@@ -32,7 +37,13 @@ export const assembleCalls = (
   for (const { worker, line } of lines) {
     switch (line[0]) {
       case "B":
-        calls.set(line[1], { id: line[1], worker, key: line[2], begin: line[3] })
+        calls.set(line[1], {
+          id: line[1],
+          worker,
+          key: line[2],
+          begin: line[3],
+          permits: line.length === 6 ? { count: line[4], limit: line[5] } : undefined
+        })
         break
       case "E": {
         const call = calls.get(line[1])
@@ -78,10 +89,32 @@ export const faultCovers = (faults: ReadonlyArray<WorkerFault>, call: Call, unti
 export const bodyEnd = (call: Call, faults: ReadonlyArray<WorkerFault>, endedAt: number): number =>
   call.left ?? killTime(faults, call.worker) ?? endedAt
 
+/** When `call` waited for its key while its worker ran: [begin, entry or return), minus pauses, cut at a kill. */
+export const waitingSpans = (
+  call: Call,
+  faults: ReadonlyArray<WorkerFault>,
+  endedAt: number
+): Array<readonly [number, number]> => {
+  let spans: Array<readonly [number, number]> = [[call.begin, Math.min(call.entered ?? call.ended ?? endedAt, endedAt)]]
+  for (const fault of faults) {
+    if (fault.worker !== call.worker) continue
+    spans = spans.flatMap(([from, to]): Array<readonly [number, number]> => {
+      if (fault.to <= from || fault.from >= to) return [[from, to]]
+      return [
+        ...(fault.from > from ? [[from, fault.from] as const] : []),
+        ...(fault.to < to ? [[fault.to, to] as const] : [])
+      ]
+    })
+  }
+  return spans.filter(([from, to]) => to > from)
+}
+
 const ms = (micros: number | undefined): string => (micros === undefined ? "?" : (micros / 1000).toFixed(1))
 
-/** A call for reports: id, body interval (ms, monotonic), token and how it ended. */
+/** A call for reports: id, body interval (ms, monotonic), permits, token and how it ended. */
 export const describeCall = (call: Call): string =>
-  `${call.id} [${ms(call.entered)}, ${ms(call.left)}] token ${call.token ?? "?"} ${call.outcome ?? "open"}${
+  `${call.id} [${ms(call.entered)}, ${ms(call.left)}]${
+    call.permits === undefined ? "" : ` ${call.permits.count}/${call.permits.limit} permits`
+  } token ${call.token ?? "?"} ${call.outcome ?? "open"}${
     call.detail === undefined || call.detail === "" ? "" : ` ${call.detail}`
   }`

@@ -1,12 +1,14 @@
 // The independent checker: from the workers' lines alone (and the parent's record of which worker it
 // paused or killed when), it counts what happened, finds every pair of lock bodies on the same key
-// whose intervals overlap on the shared monotonic clock, and checks each key's grant history
+// whose intervals overlap on the shared monotonic clock (on a semaphore key, every stretch in which
+// the bodies held more permits than the limit: permits.ts), and checks each key's grant history
 // (history.ts: token order, how every grant ended, idle keys). It knows nothing of the lock's internals.
 import { assembleCalls, bodyEnd, type Call, describeCall, faultCovers, killTime, type WorkerFault } from "./calls.ts"
 import { checkHistory, type ClockOffset, type History } from "./history.ts"
+import { type Excess, permitsHeld } from "./permits.ts"
 import type { WorkerLine } from "./protocol.ts"
 
-export type { Call, WorkerFault }
+export type { Call, Excess, WorkerFault }
 
 export interface CheckInput {
   readonly lines: ReadonlyArray<{ readonly worker: number; readonly line: WorkerLine }>
@@ -41,7 +43,12 @@ export interface Counts {
   lockLost: { acquire: number; renew: number; release: number }
   expectedErrors: number
   unexpectedErrors: Array<string>
+  /** Pairs of lock bodies on one key that were inside together. */
   overlaps: Array<Overlap>
+  /** Stretches in which the bodies on one semaphore key held more permits than its limit. */
+  overLimit: Array<Excess>
+  /** The most permits held at once on one semaphore key (0 without semaphores). */
+  peakPermits: number
   hangs: Array<string>
   /** The longest time (ms) in which no body entered, on any key: shows how hard the fault hit. */
   longestGapMillis: number
@@ -64,6 +71,7 @@ const toleranceMicros = 250_000
 /** Assembles the calls from the lines and counts. */
 export const check = (input: CheckInput): Counts => {
   const calls = assembleCalls(input.lines)
+  const held = permitsHeld(calls.values(), input.workerFaults, input.endedAt)
   const counts: Counts = {
     calls: calls.size,
     acquisitions: 0,
@@ -73,6 +81,8 @@ export const check = (input: CheckInput): Counts => {
     expectedErrors: 0,
     unexpectedErrors: [],
     overlaps: [],
+    overLimit: held.excesses,
+    peakPermits: held.peak,
     hangs: [],
     longestGapMillis: 0,
     longestWaitMillis: 0,
@@ -138,10 +148,10 @@ export const check = (input: CheckInput): Counts => {
     }
   }
 
-  // Overlaps: per key, bodies sorted by entry; each is compared with every earlier body still inside.
+  // Overlaps: per lock key, bodies sorted by entry; each is compared with every earlier body still inside.
   const byKey = new Map<string, Array<Call>>()
   for (const call of calls.values()) {
-    if (call.entered === undefined) continue
+    if (call.entered === undefined || call.permits !== undefined) continue
     const list = byKey.get(call.key) ?? []
     list.push(call)
     byKey.set(call.key, list)
@@ -183,3 +193,10 @@ export const describeOverlap = (overlap: Overlap): string =>
   `${overlap.key}: ${describeCall(overlap.first)} vs ${describeCall(overlap.second)} (${
     overlap.surfaced ? "surfaced as LockLost" : "SILENT"
   })`
+
+const ms = (micros: number): string => (micros / 1000).toFixed(1)
+
+/** Pretty form of an excess for reports. */
+export const describeExcess = (excess: Excess): string =>
+  `${excess.key}: ${excess.held} permits of ${excess.limit} held from ${ms(excess.from)} to ${ms(excess.to)} by ` +
+  `${excess.holders.map(describeCall).join(", ")} (${excess.surfaced ? "surfaced as LockLost" : "SILENT"})`

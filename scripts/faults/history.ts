@@ -2,11 +2,13 @@
 // fencing tokens) and the parent's record of paused and killed workers; like checker.ts it knows
 // nothing of the lock's internals, only what the docs promise:
 // - fencing tokens grow in grant order: a body that left before another entered holds a smaller
-//   token, and no two grants of a key share one (docs/fencing.md);
+//   token (on a semaphore key, unless grant order explains the inversion: permits.ts), and no two
+//   grants of a key share one (docs/fencing.md);
 // - every grant ends: released, lost (`LockLost`), failed otherwise, or left to expire by a killed
-//   worker, whose key the others then take within about a lease;
+//   worker, whose key the others then take within about a lease (a semaphore's permits: permits.ts);
 // - a free key does not keep live waiters waiting: the longest such stretch is measured per key.
-import { bodyEnd, type Call, killTime, type WorkerFault } from "./calls.ts"
+import { bodyEnd, type Call, killTime, type WorkerFault, waitingSpans } from "./calls.ts"
+import { grantOrderWitness, reclaimOf } from "./permits.ts"
 
 export interface TokenViolation {
   readonly key: string
@@ -14,6 +16,12 @@ export interface TokenViolation {
   readonly kind: "order" | "duplicate"
   readonly earlier: Call
   readonly later: Call
+  /**
+   * On a semaphore key, an "order" violation that grant order explains: `later`'s call began before
+   * the body of every such `earlier` entered, so its grant may have come first and reached its body
+   * late while a later grant's body ran in full on another permit (permits.ts). Counted, not failed.
+   */
+  readonly inGrantOrder?: boolean | undefined
 }
 
 /** How the grants (calls whose body entered) ended. */
@@ -35,10 +43,18 @@ export interface Takeover {
   readonly key: string
   readonly holder: Call
   readonly killedAt: number
-  /** The first body entered on the key after the kill (undefined: none). */
+  /**
+   * The first body entered on the key after the kill (undefined: none); on a semaphore key, the first
+   * that needed the dead holders' permits (permits.ts).
+   */
   readonly next: Call | undefined
   /** Whether a live call waited for the key after the kill, i.e. whether a takeover was due. */
   readonly awaited: boolean
+  /**
+   * On a semaphore key: the longest stretch after the dead leases ran out in which the head of the
+   * line needed the dead permits and did not get them (permits.ts); undefined when it never did.
+   */
+  readonly stuck?: { readonly from: number; readonly to: number } | undefined
 }
 
 /** A stretch in which a key had no body inside while live calls (of running workers) waited for it. */
@@ -115,7 +131,16 @@ const tokenViolationsOf = (
       if (largest === undefined || (candidate.token ?? 0) > (largest.token ?? 0)) largest = candidate
     }
     if (largest !== undefined && (largest.token ?? 0) >= (later.token ?? 0)) {
-      violations.push({ key, kind: "order", earlier: largest, later })
+      if (later.permits === undefined) {
+        violations.push({ key, kind: "order", earlier: largest, later })
+      } else {
+        const witness = grantOrderWitness(ended.slice(0, i), later)
+        violations.push(
+          witness === undefined
+            ? { key, kind: "order", earlier: largest, later, inGrantOrder: true }
+            : { key, kind: "order", earlier: witness, later }
+        )
+      }
       flagged.add(later.id)
     }
   }
@@ -139,26 +164,6 @@ const endingsOf = (grants: ReadonlyArray<Call>, faults: ReadonlyArray<WorkerFaul
     else endings.open.push(call)
   }
   return endings
-}
-
-/** When `call` waited for its key while its worker ran: [begin, entry or return), minus pauses, cut at a kill. */
-const waitingSpans = (
-  call: Call,
-  faults: ReadonlyArray<WorkerFault>,
-  endedAt: number
-): Array<readonly [number, number]> => {
-  let spans: Array<readonly [number, number]> = [[call.begin, Math.min(call.entered ?? call.ended ?? endedAt, endedAt)]]
-  for (const fault of faults) {
-    if (fault.worker !== call.worker) continue
-    spans = spans.flatMap(([from, to]): Array<readonly [number, number]> => {
-      if (fault.to <= from || fault.from >= to) return [[from, to]]
-      return [
-        ...(fault.from > from ? [[from, fault.from] as const] : []),
-        ...(fault.to < to ? [[fault.to, to] as const] : [])
-      ]
-    })
-  }
-  return spans.filter(([from, to]) => to > from)
 }
 
 /**
@@ -221,6 +226,11 @@ const takeoversOf = (key: string, calls: ReadonlyArray<Call>, input: HistoryInpu
   for (const holder of entered) {
     const killedAt = holder.left === undefined ? killTime(input.workerFaults, holder.worker) : undefined
     if (killedAt === undefined) continue
+    if (holder.permits !== undefined) {
+      const { next, stuck } = reclaimOf(calls, killedAt, input.leaseMillis, input.workerFaults, input.endedAt)
+      takeovers.push({ key, holder, killedAt, next, awaited: stuck !== undefined, stuck })
+      continue
+    }
     const next = entered.find((call) => (call.entered ?? 0) > killedAt)
     const awaited = calls.some((call) =>
       waitingSpans(call, input.workerFaults, input.endedAt).some(([from, to]) => to > killedAt && from < input.endedAt)

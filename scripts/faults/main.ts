@@ -6,6 +6,7 @@
 //   npm run faults -- --jobs 2                       # two cells at a time
 //   npm run faults -- --alternate                    # each scenario x deployment on one flavor, alternating
 //   npm run faults -- --scenarios baseline,key-theft --deployments standalone --servers redis7
+//   npm run faults -- --scenarios 'semaphore-*'      # a trailing * matches every id with that prefix
 //   (a filtered run writes nothing unless --out FILE is given)
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
@@ -14,7 +15,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { ServerBinary } from "@sage/lock-testkit"
 import { formatMarkdown } from "../tooling/markdown.ts"
 import { deploymentKinds, type DeploymentKind } from "./deployments.ts"
-import { idleMillis, takeoverMillis } from "./history.ts"
+import { idleMillis, type Takeover, takeoverMillis, type TokenViolation } from "./history.ts"
 import { renderReport, serverVersions } from "./report.ts"
 import { type CellResult, defaultSettings, runCell } from "./run.ts"
 import { scenarios } from "./scenarios.ts"
@@ -30,11 +31,25 @@ const list = (name: string): Array<string> | undefined =>
     ?.split(",")
     .map((s) => s.trim())
 
+/** On a semaphore key: how long the head of the line went without a dead holder's permits after its lease. */
+const stuckNote = (takeover: Takeover): string =>
+  takeover.stuck === undefined ? "" : `(stuck ${Math.round((takeover.stuck.to - takeover.stuck.from) / 1000)}ms)`
+
+/** On a semaphore key: how many token-order violations grant order explains, when any. */
+const grantOrderNote = (violations: ReadonlyArray<TokenViolation> | undefined): string => {
+  const explained = violations?.filter((v) => v.inGrantOrder === true).length ?? 0
+  return explained === 0 ? "" : `(${explained} in grant order)`
+}
+
+/** `--scenarios` entries: an id, or a prefix ending in `*`. */
+const matches = (pattern: string, id: string): boolean =>
+  pattern.endsWith("*") ? id.startsWith(pattern.slice(0, -1)) : id === pattern
+
 const program = Effect.gen(function* () {
   const onlyScenarios = list("scenarios")
   const onlyDeployments = list("deployments")
   const onlyServers = list("servers")
-  const unknown = (onlyScenarios ?? []).filter((id) => !scenarios.some((s) => s.id === id))
+  const unknown = (onlyScenarios ?? []).filter((pattern) => !scenarios.some((s) => matches(pattern, s.id)))
   if (unknown.length > 0) return yield* Effect.die(new Error(`unknown scenarios: ${unknown.join(", ")}`))
   const filtered = onlyScenarios !== undefined || onlyDeployments !== undefined || onlyServers !== undefined
   const out = argument("out") ?? (filtered ? undefined : docsPath)
@@ -46,7 +61,7 @@ const program = Effect.gen(function* () {
   const alternate = process.argv.includes("--alternate")
   let group = 0
   for (const scenario of scenarios) {
-    if (onlyScenarios !== undefined && !onlyScenarios.includes(scenario.id)) continue
+    if (onlyScenarios !== undefined && !onlyScenarios.some((pattern) => matches(pattern, scenario.id))) continue
     for (const kind of kinds) {
       if (!scenario.deployments.includes(kind)) continue
       const chosen = alternate ? [flavors[group % flavors.length] ?? "redis7"] : flavors
@@ -69,11 +84,16 @@ const program = Effect.gen(function* () {
             `[${finished}/${cells.length}] ${result.pass ? "PASS" : "FAIL"} ${cell.scenario.id} ${cell.kind} ${cell.flavor} ` +
               `(${(result.millis / 1000).toFixed(1)} s) acq=${c?.acquisitions ?? "-"} timedOut=${c?.timedOut ?? "-"} ` +
               `lost=${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} ` +
-              `errors=${c?.expectedErrors ?? "-"} overlaps=${c?.overlaps.length ?? "-"} hangs=${c?.hangs.length ?? "-"} ` +
+              `errors=${c?.expectedErrors ?? "-"} ` +
+              (cell.scenario.semaphore === true
+                ? `overLimit=${c?.overLimit.length ?? "-"}(${c?.overLimit.filter((e) => e.surfaced).length ?? "-"}) ` +
+                  `peak=${c?.peakPermits ?? "-"} `
+                : `overlaps=${c?.overlaps.length ?? "-"} `) +
+              `hangs=${c?.hangs.length ?? "-"} ` +
               `gap=${c?.longestGapMillis ?? "-"}ms wait=${c?.longestWaitMillis ?? "-"}ms left=${result.keysLeft.length} ` +
-              `grants=${c?.history.grants ?? "-"} tokens=${c?.history.tokenViolations.length ?? "-"} ` +
+              `grants=${c?.history.grants ?? "-"} tokens=${c?.history.tokenViolations.length ?? "-"}${grantOrderNote(c?.history.tokenViolations)} ` +
               `ahead=${c?.history.tokensAhead ?? "-"} idle=${idleMillis(c) ?? "-"}ms ` +
-              `takeover=${c === undefined ? "-" : c.history.takeovers.map((t) => `${takeoverMillis(t) ?? "none"}ms`).join("/") || "-"} ` +
+              `takeover=${c === undefined ? "-" : c.history.takeovers.map((t) => `${takeoverMillis(t) ?? "none"}ms${stuckNote(t)}`).join("/") || "-"} ` +
               `stranded=${result.strandedRegistrations}`
           )
           for (const note of result.notes) console.log(`    note: ${note}`)

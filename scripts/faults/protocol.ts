@@ -37,6 +37,11 @@ export const WorkerParams = Schema.Struct({
   longBodyShare: Schema.Finite,
   longBodyMillis: Schema.Int,
   replicaAcknowledgement: Schema.Boolean,
+  /**
+   * What the fibers loop: `withLock` (absent), or `Semaphore.withPermits` with this limit, asking for
+   * 2 permits with probability `doubleShare` and 1 otherwise.
+   */
+  semaphore: Schema.optional(Schema.Struct({ limit: Schema.Int, doubleShare: Schema.Finite })),
   /** An ACL user for every connection (standalone and cluster). */
   auth: Schema.optional(Schema.Struct({ username: Schema.String, password: Schema.String }))
 })
@@ -49,7 +54,9 @@ export const monotonicMicros = (): number => Number(process.hrtime.bigint() / 10
 /**
  * One stdout line of a worker, as a JSON array:
  * - `["ready", pid]` once its lock layer is built; `["fatal", message]` if it cannot be;
- * - `["B", call, key, t]` a `withLock` call begins; `["E", call, t, bodyMillis, fencingToken]` its body entered
+ * - `["B", call, key, t]` a `withLock` call begins, `["B", call, key, t, permits, limit]` a `withPermits` call
+ *   (the permits it asks for, which its body holds, and the semaphore's limit); `["E", call, t, bodyMillis,
+ *   fencingToken]` its body entered
  *   (first thing the body does), how long it will run and the grant's fencing token (`Lease.fencingToken`);
  *   `["L", call, t]` its body left (last thing, also when failed or interrupted);
  * - `["X", call, t, outcome, detail]` the call returned: outcome `ok`, `TimedOut`, `LockLost`,
@@ -61,6 +68,7 @@ export type WorkerLine =
   | readonly ["ready", number]
   | readonly ["fatal", string]
   | readonly ["B", string, string, number]
+  | readonly ["B", string, string, number, number, number]
   | readonly ["E", string, number, number, number]
   | readonly ["L", string, number]
   | readonly ["X", string, number, Outcome, string]

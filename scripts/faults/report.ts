@@ -44,6 +44,22 @@ export interface ReportInput {
   readonly reruns: number
 }
 
+/** Overlapping pairs, or in a semaphore row stretches over the limit, with how many surfaced. */
+const overlapsCell = (result: CellResult): string => {
+  const c = result.counts
+  if (c === undefined) return "-"
+  const found = result.scenario.semaphore === true ? c.overLimit : c.overlaps
+  return `${found.length} (${found.filter((o) => o.surfaced).length})`
+}
+
+/** Token-order violations, with how many grant order explains (semaphore rows) when any. */
+const tokensCell = (result: CellResult): string => {
+  const violations = result.counts?.history.tokenViolations
+  if (violations === undefined) return "-"
+  const explained = violations.filter((v) => v.inGrantOrder === true).length
+  return explained === 0 ? String(violations.length) : `${violations.length} (${explained} in grant order)`
+}
+
 export const renderReport = (input: ReportInput): string => {
   const { results, settings } = input
   const failed = results.filter((r) => !r.pass)
@@ -74,33 +90,44 @@ export const renderReport = (input: ReportInput): string => {
     `A fresh deployment (standalone: one server; Sentinel: a master, 2 replicas, 3 sentinels; Cluster: 3 masters with 1 replica each), ` +
       `then ${settings.workers} worker processes (more where a scenario says so) with ${settings.fibers} fibers each loop \`withLock\` on ${settings.keys} keys ` +
       `(lease ${settings.leaseMillis} ms, \`waitTimeout\` ${settings.waitTimeoutMillis} ms, bodies of ${settings.bodyMinMillis}-${settings.bodyMaxMillis} ms and ${Math.round(settings.longBodyShare * 100)} % of ${settings.longBodyMillis} ms, which span renewals, ` +
-      `replica acknowledgement on). After ${settings.warmupMillis} ms the fault is injected; after it heals the workers run for ${settings.recoveryMillis} ms more, then stop. ` +
-      "Every body writes its entry (with its grant's fencing token) and exit on the host's monotonic clock (CLOCK_MONOTONIC, shared by all processes), and an " +
-      "independent checker (scripts/faults/checker.ts, history.ts) reads only those lines and the parent's record of paused or killed workers. " +
+      "replica acknowledgement on). In the semaphore rows (scenarios whose names begin with `semaphore-`, each a lock scenario's fault injected the same way) " +
+      `the fibers loop \`Semaphore.withPermits\` instead, with limit ${settings.semaphoreLimit} on every key and ${Math.round(settings.doublePermitsShare * 100)} % of calls ` +
+      "asking for 2 permits (the rest for 1), so that the line's order matters; their fencing tokens are one sequence per key shared by every holder. " +
+      `After ${settings.warmupMillis} ms the fault is injected; after it heals the workers run for ${settings.recoveryMillis} ms more, then stop. ` +
+      "Every body writes its entry (with its grant's fencing token, and in a semaphore row the permits it holds and the limit) and exit on the host's monotonic clock (CLOCK_MONOTONIC, shared by all processes), and an " +
+      "independent checker (scripts/faults/checker.ts, history.ts, permits.ts) reads only those lines and the parent's record of paused or killed workers. " +
       "Fencing tokens are the granting server's time in microseconds (docs/fencing.md): the parent measures the servers' `TIME` against the monotonic " +
       "clock before and after the run, which places each grant between its call's start and its body's entry in server time without a round trip per grant. " +
       `Once every worker is gone, the parent reads the masters each lock key settled on (on Sentinel the one every Sentinel agrees on, on Cluster the slot's ` +
       `master once its \`ROLE\` agrees) until nothing is left or a lease or a waiter registration (${registrationLifetimeMillis(settings.leaseMillis)} ms: two ` +
       "backoff caps plus half a second), whichever is longer, has had time to lapse, plus a second.",
     "",
-    "Columns: **calls** `withLock` calls; **acq** bodies entered; **TimedOut**; **LockLost** by phase acquire/renew/release; " +
+    "Columns: **calls** `withLock` (or `withPermits`) calls; **acq** bodies entered; **TimedOut**; **LockLost** by phase acquire/renew/release; " +
       "**errors** `LockRedisError`s the fault is expected to cause (e.g. `OOM`); **overlaps** pairs of bodies on one key whose intervals intersect " +
-      "(with how many surfaced as `LockLost` in the overtaken holder); **grants** grants whose fencing token was checked against every grant " +
+      "(with how many surfaced as `LockLost` in the overtaken holder), and in a semaphore row the stretches over the limit instead: each stretch in " +
+      "which one set of bodies on a key, inside together, held more permits than the limit (with how many surfaced as `LockLost` in at least one " +
+      "of those bodies); **grants** grants whose fencing token was checked against every grant " +
       "of its key that ended before it; **token order** violations: a body that left before another entered yet holds a token not below it, " +
-      "or two grants of one key with one token; **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
+      "or two grants of one key with one token (in a semaphore row, with how many grant order explains: the later body's call began before " +
+      "the earlier body entered, so its grant may have come first and reached its body after another permit's whole grant and body); **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
       "more than 2 s after their body ended, each with 250 ms of scheduling tolerance (time a worker spent stopped by the test is not counted); " +
       "**max wait ms** the longest wait of a call, to its body or its failure; **gap ms** the longest time in which no body " +
       "entered on any key (how hard the fault hit); **idle ms** the longest time a key had no body inside while live calls (of running " +
       "workers) waited for it, a killed holder's key counting as held for a lease after the kill (how promptly hand-offs happen); **left** " +
-      "keys of the namespace (other than fence keys, kept on purpose, and waiter queues) still present in that final read; " +
-      "**stranded** waiters still registered in a lock's queues (`<lock key>:waiters`, `<lock key>:waiting`) in it; " +
+      "keys of the namespace (other than fence keys, kept on purpose, and waiter queues) still present in that final read: lock keys, and a " +
+      "semaphore's holders (`<key>`) and `<key>:permits`; " +
+      "**stranded** waiters still registered in a lock's or semaphore's queues (`<key>:waiters`, `<key>:waiting`, and a semaphore's `<key>:asks`) in it; " +
       `**unhandled** unexpected errors, defects, worker crashes, failed injections.`,
     "",
-    "Verdicts: **exclusion**: no overlap and no token-order violation at all. **violation**: a documented limit (docs/semantics.md, Limits) lets " +
-      "another holder in; every overlap must have surfaced as `LockLost` in the overtaken holder and at least one `LockLost` must be seen (token-order " +
+    "Verdicts: **exclusion**: no overlap (in a semaphore row, no stretch over the limit) and no token-order violation at all (in a semaphore " +
+      "row, none but those grant order explains). **violation**: a " +
+      "documented limit (docs/semantics.md, Limits; docs/semaphores.md, Leases) lets another holder in; every overlap must have surfaced as `LockLost` " +
+      "in the overtaken holder (every stretch over the limit, in at least one of its bodies) and at least one `LockLost` must be seen (token-order " +
       "violations are counted, not failed: a stale holder is what fencing tokens are for). Every cell also requires no hangs, no unhandled errors, " +
       "no keys left, no stranded registration, every grant ended (released, lost, failed, or its worker killed), the key of a killed holder taken " +
-      "over within its lease + 1 s when others wait for it, the idle bound where a scenario sets one, and at least one acquisition after the fault healed.",
+      "over within its lease + 1 s when others wait for it (in a semaphore row, its permits back in use once its lease has run out: the head of " +
+      "the line, the live call waiting longest, never goes more than 1 s without being served when it would be with the dead holders' permits " +
+      "and is not without them, until live bodies are seen holding more than the limit less those permits), the idle bound where a scenario sets one, and at least one acquisition after the fault healed.",
     "",
     "| scenario | fault | deployment | server | expected | calls | acq | TimedOut | LockLost a/r/r | errors | overlaps (surfaced) | grants | token order | hangs | max wait ms | gap ms | idle ms | left | stranded | unhandled | result |",
     "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
@@ -112,8 +139,8 @@ export const renderReport = (input: ReportInput): string => {
       `| ${cell(r.scenario.id)} | ${cell(r.scenario.fault)} | ${r.deployment} | ${r.flavor} | ${r.scenario.expect} | ` +
         `${c?.calls ?? "-"} | ${c?.acquisitions ?? "-"} | ${c?.timedOut ?? "-"} | ` +
         `${c === undefined ? "-" : `${c.lockLost.acquire}/${c.lockLost.renew}/${c.lockLost.release}`} | ${c?.expectedErrors ?? "-"} | ` +
-        `${c === undefined ? "-" : `${c.overlaps.length} (${c.overlaps.filter((o) => o.surfaced).length})`} | ` +
-        `${c?.history.grants ?? "-"} | ${c?.history.tokenViolations.length ?? "-"} | ${c?.hangs.length ?? "-"} | ` +
+        `${overlapsCell(r)} | ` +
+        `${c?.history.grants ?? "-"} | ${tokensCell(r)} | ${c?.hangs.length ?? "-"} | ` +
         `${c?.longestWaitMillis ?? "-"} | ${c?.longestGapMillis ?? "-"} | ${idleMillis(c) ?? "-"} | ${r.keysLeft.length} | ` +
         `${r.strandedRegistrations} | ${unhandled} | ${r.pass ? "pass" : "**FAIL**"} |`
     )

@@ -1,4 +1,5 @@
-// Runs one cell of the fault matrix: a fresh deployment, worker processes contending on a few keys,
+// Runs one cell of the fault matrix: a fresh deployment, worker processes contending on a few keys
+// (locks, or a semaphore cell's semaphores),
 // the scenario's fault in the middle of the run, a final read of the servers once every lease and
 // waiter registration could have lapsed, then the checker's counts and the verdict (verdict.ts).
 import * as Effect from "effect/Effect"
@@ -33,6 +34,13 @@ export interface Settings {
   readonly warmupMillis: number
   /** Contention after the fault healed: long enough for lost leases to lapse and the queue to move. */
   readonly recoveryMillis: number
+  /** A semaphore cell's limit per key. */
+  readonly semaphoreLimit: number
+  /**
+   * The share of a semaphore cell's calls that ask for 2 permits (the others ask for 1): requests of
+   * two sizes make the line's order matter.
+   */
+  readonly doublePermitsShare: number
 }
 
 export const defaultSettings: Settings = {
@@ -46,7 +54,9 @@ export const defaultSettings: Settings = {
   longBodyShare: 0.05,
   longBodyMillis: 4000,
   warmupMillis: 1000,
-  recoveryMillis: 4000
+  recoveryMillis: 4000,
+  semaphoreLimit: 3,
+  doublePermitsShare: 0.25
 }
 
 /** The settings of the CI subset (scripts/faults/test): shorter phases, the same lease. */
@@ -57,9 +67,12 @@ export interface CellResult {
   readonly deployment: Deployments.DeploymentKind
   readonly flavor: ServerBinary.Flavor
   readonly counts: Counts | undefined
-  /** Keys of the namespace (other than fence keys and waiter queues) still there once every lease had lapsed. */
+  /**
+   * Keys of the namespace (other than fence keys and waiter queues) still there once every lease had
+   * lapsed: lock keys, a semaphore's holders, `:permits` and `:asks`.
+   */
   readonly keysLeft: ReadonlyArray<string>
-  /** Waiters still registered once every registration had lapsed (distinct waiter ids per lock). */
+  /** Waiters still registered once every registration had lapsed (distinct waiter ids per lock or semaphore). */
   readonly strandedRegistrations: number
   /** Figures the scenario's injection recorded (`FaultContext.note`). */
   readonly notes: ReadonlyArray<string>
@@ -133,6 +146,9 @@ export const runCell = (
                 longBodyShare: settings.longBodyShare,
                 longBodyMillis: settings.longBodyMillis,
                 replicaAcknowledgement: true,
+                ...(scenario.semaphore === true
+                  ? { semaphore: { limit: settings.semaphoreLimit, doubleShare: settings.doublePermitsShare } }
+                  : {}),
                 ...(deployment.auth === undefined ? {} : { auth: deployment.auth })
               })
             )
@@ -225,7 +241,7 @@ export const runCell = (
         // (a kill or a fault may have left both just renewed or refreshed), plus a second for expiry.
         const lapse = Math.max(settings.leaseMillis, registrationLifetimeMillis(settings.leaseMillis)) + 1000
         const reading = Date.now()
-        const left = yield* readLeftovers(deployment, namespace, redisKeys, lapse)
+        const left = yield* readLeftovers(deployment, namespace, redisKeys, lapse, scenario.semaphore === true)
         if (process.env["FAULTS_DEBUG"] === "1") console.log(`the final read took ${Date.now() - reading} ms`)
         const offset = widen(offsetBefore, yield* clockOffset(deployment))
         const counts = check({

@@ -78,9 +78,14 @@ export interface Scenario {
   readonly fault: string
   readonly deployments: ReadonlyArray<DeploymentKind>
   readonly expect: Expectation
+  /**
+   * The workers loop `Semaphore.withPermits` (the run's limit, 1 or 2 permits a call) instead of
+   * `withLock`: "exclusion" then means never more permits held on a key than its limit.
+   */
+  readonly semaphore?: boolean | undefined
   /** Why that verdict (shown in the report). */
   readonly why: string
-  /** At least one LockLost must be seen (the fault takes a held lock away). */
+  /** At least one LockLost must be seen (the fault takes a held lock or permit away). */
   readonly lockLostRequired?: boolean | undefined
   /** LockRedisError codes the fault is expected to cause (anything else is unexpected). */
   readonly expectedErrorCodes?: ReadonlyArray<string> | undefined

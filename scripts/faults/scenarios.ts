@@ -3,7 +3,8 @@
 // key may ever overlap. "violation": the fault breaks the lock by design (documented in
 // docs/semantics.md, Limits), so overlaps may happen, but each must surface as `LockLost` in the
 // holder that was overtaken, and at least one `LockLost` must be seen. The scenarios aimed at the
-// waiting machinery (registrations, hand-offs, wake-up subscriptions) are in waiting.ts.
+// waiting machinery (registrations, hand-offs, wake-up subscriptions) are in waiting.ts; the
+// semaphore cells, made from some of these, in semaphores.ts.
 import * as Effect from "effect/Effect"
 import {
   ClusterMigration,
@@ -18,6 +19,7 @@ import {
 import * as Deployments from "./deployments.ts"
 import type { DeploymentKind } from "./deployments.ts"
 import type { FaultContext, Scenario } from "./scenario.ts"
+import { semaphoreScenariosOf } from "./semaphores.ts"
 import { waitingScenarios } from "./waiting.ts"
 
 export type { Expectation, FaultContext, Scenario } from "./scenario.ts"
@@ -59,7 +61,7 @@ const killMasterAndWaitForFailover = (context: FaultContext) =>
 
 const fillerCount = 100_000
 
-export const scenarios: ReadonlyArray<Scenario> = [
+const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "baseline",
     fault: "none (3 s of contention)",
@@ -570,3 +572,5 @@ export const scenarios: ReadonlyArray<Scenario> = [
       })
   }
 ]
+
+export const scenarios: ReadonlyArray<Scenario> = [...lockScenarios, ...semaphoreScenariosOf(lockScenarios)]

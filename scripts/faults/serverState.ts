@@ -3,10 +3,12 @@
 //   (the granting server's `TIME` in microseconds, docs/fencing.md) on the workers' timeline;
 // - after the run, with every worker gone and every lease and waiter registration past its lifetime,
 //   what is left of the locks: lock keys and waiter registrations (`<lock key>:waiters`,
-//   `<lock key>:waiting`, docs/admin.md). Both must be gone by then: anything left is stranded.
+//   `<lock key>:waiting`, docs/admin.md); of a semaphore, its holders (`<key>`), `<key>:permits`, and
+//   its registrations (those two queues and `<key>:asks`, SemaphoreScripts.ts). All must be gone by
+//   then (only fence keys stay, on purpose): anything left is stranded.
 import * as Effect from "effect/Effect"
 import { createClient } from "redis"
-import { LockScripts } from "@sage/lock"
+import { LockScripts, SemaphoreScripts } from "@sage/lock"
 import type { RedisServer, TestkitError } from "@sage/lock-testkit"
 import { type Deployment, settledMasterFor } from "./deployments.ts"
 import type { ClockOffset } from "./history.ts"
@@ -65,7 +67,7 @@ export const clockOffset = (deployment: Deployment): Effect.Effect<ClockOffset |
     return undefined
   })
 
-/** One member of a waiter queue, with the queue key's remaining TTL (-1: none). */
+/** One member of a waiter queue (or field of a semaphore's asks), with the key's remaining TTL (-1: none). */
 export interface Registration {
   readonly lock: string
   readonly queue: string
@@ -74,7 +76,10 @@ export interface Registration {
 }
 
 export interface Leftovers {
-  /** Keys of the namespace other than fence keys (kept on purpose) and waiter queues: lock keys, mostly. */
+  /**
+   * Keys of the namespace other than fence keys (kept on purpose) and waiter queues: lock keys,
+   * semaphores' holders and `:permits`, each with its type and remaining TTL.
+   */
   readonly keys: ReadonlyArray<string>
   /** Registrations left in waiter queues. */
   readonly registrations: ReadonlyArray<Registration>
@@ -84,39 +89,65 @@ export interface Leftovers {
 
 const asStrings = (reply: unknown): Array<string> => (Array.isArray(reply) ? reply.map(String) : [])
 
-/** One read of every master that owns a lock key now. */
+interface Queue {
+  readonly master: RedisServer.RedisServer
+  readonly lock: string
+  readonly key: string
+  /** Its members: a sorted set's (`ZRANGE`) or a hash's fields (`HKEYS`, a semaphore's asks). */
+  readonly read: "ZRANGE" | "HKEYS"
+}
+
+/** One read of every master that owns a lock or semaphore key now. */
 const readLeftovers = (
   deployment: Deployment,
   namespace: string,
-  redisKeys: ReadonlyArray<string>
+  redisKeys: ReadonlyArray<string>,
+  semaphore: boolean
 ): Effect.Effect<Leftovers, TestkitError.TestkitError> =>
   Effect.gen(function* () {
     const masters = new Map<number, RedisServer.RedisServer>()
-    const queues: Array<{ readonly master: RedisServer.RedisServer; readonly lock: string; readonly key: string }> = []
+    const queues: Array<Queue> = []
     for (const key of redisKeys) {
-      // Lock keys and their queues share the lock's hash tag, so they live on the lock's master.
+      // Every key of a lock or semaphore shares its hash tag, so they live on its master.
       const master = yield* settledMasterFor(deployment, key)
       masters.set(master.port, master)
-      const [, waiters, waiting] = LockScripts.keysOf(key)
-      queues.push({ master, lock: key, key: waiters }, { master, lock: key, key: waiting })
+      if (semaphore) {
+        const [, waiters, waiting, , , asks] = SemaphoreScripts.keysOf(key)
+        queues.push(
+          { master, lock: key, key: waiters, read: "ZRANGE" },
+          { master, lock: key, key: waiting, read: "ZRANGE" },
+          { master, lock: key, key: asks, read: "HKEYS" }
+        )
+      } else {
+        const [, waiters, waiting] = LockScripts.keysOf(key)
+        queues.push(
+          { master, lock: key, key: waiters, read: "ZRANGE" },
+          { master, lock: key, key: waiting, read: "ZRANGE" }
+        )
+      }
     }
     const fenceKeys = new Set(redisKeys.map((key) => LockScripts.fenceKey(key)))
     const queueKeys = new Set(queues.map((queue) => queue.key))
-    const keys = new Set<string>()
+    const keys: Array<string> = []
     for (const master of masters.values()) {
       for (const key of asStrings(yield* master.commandWith({ timeoutMs: 2000 }, "KEYS", `${namespace}:*`))) {
-        if (!fenceKeys.has(key) && !queueKeys.has(key)) keys.add(key)
+        if (fenceKeys.has(key) || queueKeys.has(key)) continue
+        const [type, ttl] = yield* master.session([
+          ["TYPE", key],
+          ["PTTL", key]
+        ])
+        keys.push(`${key} (${String(type)}, TTL ${String(ttl)} ms)`)
       }
     }
     const registrations: Array<Registration> = []
-    for (const { master, lock, key } of queues) {
+    for (const { master, lock, key, read } of queues) {
       const [members, ttl] = yield* master.session([
-        ["ZRANGE", key, "0", "-1"],
+        read === "ZRANGE" ? ["ZRANGE", key, "0", "-1"] : ["HKEYS", key],
         ["PTTL", key]
       ])
       for (const waiter of asStrings(members)) registrations.push({ lock, queue: key, waiter, ttlMillis: Number(ttl) })
     }
-    return { keys: [...keys].toSorted(), registrations, unreadable: [] }
+    return { keys: keys.toSorted(), registrations, unreadable: [] }
   })
 
 /**
@@ -127,12 +158,13 @@ export const leftovers = (
   deployment: Deployment,
   namespace: string,
   redisKeys: ReadonlyArray<string>,
-  withinMillis: number
+  withinMillis: number,
+  semaphore: boolean
 ): Effect.Effect<Leftovers> =>
   Effect.gen(function* () {
     const deadline = Date.now() + withinMillis
     for (;;) {
-      const read = yield* Effect.result(readLeftovers(deployment, namespace, redisKeys))
+      const read = yield* Effect.result(readLeftovers(deployment, namespace, redisKeys, semaphore))
       const found: Leftovers =
         read._tag === "Success"
           ? read.success
@@ -143,7 +175,7 @@ export const leftovers = (
     }
   })
 
-/** How many waiters (distinct ids per lock) are left registered. */
+/** How many waiters (distinct ids per lock or semaphore) are left registered. */
 export const strandedWaiters = (leftovers: Leftovers): number =>
   new Set(leftovers.registrations.map((registration) => `${registration.lock} ${registration.waiter}`)).size
 

@@ -1,7 +1,7 @@
 // What fails a cell, from the checker's counts, the final read of the servers and the scenario's
 // expectations: one line per problem, empty when the cell passes.
 import { describeCall } from "./calls.ts"
-import { type Counts, describeOverlap } from "./checker.ts"
+import { type Counts, describeExcess, describeOverlap } from "./checker.ts"
 import { takeoverMillis, type TokenViolation } from "./history.ts"
 import type { Scenario } from "./scenario.ts"
 import { describeRegistration, type Leftovers } from "./serverState.ts"
@@ -11,7 +11,10 @@ export const takeoverSlackMillis = 1000
 
 export const describeTokenViolation = (violation: TokenViolation): string =>
   violation.kind === "order"
-    ? `${violation.key}: ${describeCall(violation.earlier)} left before ${describeCall(violation.later)} entered, with a token not below it`
+    ? `${violation.key}: ${describeCall(violation.earlier)} left before ${describeCall(violation.later)} entered, with a token not below it` +
+      (violation.inGrantOrder === true
+        ? ` (in grant order: the later call began at ${(violation.later.begin / 1000).toFixed(1)}, before the earlier body entered)`
+        : "")
     : `${violation.key}: ${describeCall(violation.earlier)} and ${describeCall(violation.later)} share a token`
 
 export interface VerdictInput {
@@ -31,8 +34,9 @@ export const problemsOf = (input: VerdictInput): Array<string> => {
   const exclusion = scenario.expect === "exclusion"
   const lost = counts.lockLost.acquire + counts.lockLost.renew + counts.lockLost.release
   const failingOverlaps = exclusion ? counts.overlaps : counts.overlaps.filter((o) => !o.surfaced)
-  const tokenFailures = exclusion ? history.tokenViolations : []
-  if (failingOverlaps.length > 0 || tokenFailures.length > 0) {
+  const failingExcesses = exclusion ? counts.overLimit : counts.overLimit.filter((e) => !e.surfaced)
+  const tokenFailures = exclusion ? history.tokenViolations.filter((v) => v.inGrantOrder !== true) : []
+  if (failingOverlaps.length > 0 || failingExcesses.length > 0 || tokenFailures.length > 0) {
     problems.push(
       `fault injected at ${(input.faultStartedAt / 1000).toFixed(1)}, healed at ${(input.healedAt / 1000).toFixed(1)} (ms, monotonic)`
     )
@@ -40,6 +44,11 @@ export const problemsOf = (input: VerdictInput): Array<string> => {
   for (const overlap of failingOverlaps) {
     problems.push(
       `${exclusion ? "overlap where exclusion is promised" : "silent overlap"}: ${describeOverlap(overlap)}`
+    )
+  }
+  for (const excess of failingExcesses) {
+    problems.push(
+      `${exclusion ? "over the limit where exclusion is promised" : "silently over the limit"}: ${describeExcess(excess)}`
     )
   }
   for (const violation of tokenFailures) problems.push(`token order: ${describeTokenViolation(violation)}`)
@@ -52,10 +61,21 @@ export const problemsOf = (input: VerdictInput): Array<string> => {
   for (const takeover of history.takeovers) {
     if (!takeover.awaited) continue
     const millis = takeoverMillis(takeover)
-    if (millis === undefined || millis > input.leaseMillis + takeoverSlackMillis) {
+    const killed = `${describeCall(takeover.holder)} killed at ${(takeover.killedAt / 1000).toFixed(1)}`
+    const after = millis === undefined ? "no body entered after it" : `next body ${millis} ms later`
+    const stuck = takeover.stuck
+    if (stuck !== undefined) {
+      // A semaphore's: the head of the line went without the dead permits after their leases ran out.
+      const stuckMillis = Math.round((stuck.to - stuck.from) / 1000)
+      if (stuckMillis > takeoverSlackMillis) {
+        problems.push(
+          `the permits of a killed holder were not back in use after its lease: the head of the line needed them for ` +
+            `${stuckMillis} ms (${(stuck.from / 1000).toFixed(1)} to ${(stuck.to / 1000).toFixed(1)}; bound ${takeoverSlackMillis} ms): ${killed}, ${after}`
+        )
+      }
+    } else if (millis === undefined || millis > input.leaseMillis + takeoverSlackMillis) {
       problems.push(
-        `the key of a killed holder was not taken over within lease + ${takeoverSlackMillis} ms: ${describeCall(takeover.holder)} ` +
-          `killed at ${(takeover.killedAt / 1000).toFixed(1)}, ${millis === undefined ? "no body entered after it" : `next body ${millis} ms later`}`
+        `the key of a killed holder was not taken over within lease + ${takeoverSlackMillis} ms: ${killed}, ${after}`
       )
     }
   }

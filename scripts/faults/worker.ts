@@ -1,7 +1,8 @@
-// One fault-matrix worker process: `fibers` fibers that each loop `withLock(random key)` around a
-// body that only records when it entered (with its grant's fencing token) and left, until the parent
-// writes "stop" on stdin. Every step is one JSON line on stdout (see protocol.ts); the parent's checker
-// decides what they mean.
+// One fault-matrix worker process: `fibers` fibers that each loop `withLock(random key)` (or, in a
+// semaphore cell, `Semaphore.withPermits(random key, { limit, permits })` with 1 or 2 permits drawn at
+// random) around a body that only records when it entered (with its grant's fencing token) and left,
+// until the parent writes "stop" on stdin. Every step is one JSON line on stdout (see protocol.ts);
+// the parent's checker decides what they mean.
 // Started by run.ts as `node --conditions=@sage/source faults/worker.ts '<WorkerParams json>'`.
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -9,7 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
-import { Lease, Lock, type LockBackend, type LockError } from "@sage/lock"
+import { Lease, Lock, type LockBackend, type LockError, Semaphore } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import {
   type Connection,
@@ -100,64 +101,89 @@ const describeHandle = (handle: unknown): string => {
   return `${socket.constructor?.name ?? "?"}${socket.remotePort === undefined ? "" : `:${socket.remotePort}`}`
 }
 
+/** Runs a body under the key's lock, or under `permits` of the key's semaphore. */
+type Guard = (
+  key: string,
+  permits: number
+) => <A, E>(body: Effect.Effect<A, E, Lease.Lease>) => Effect.Effect<A, E | LockError.LockError>
+
 const program = Effect.gen(function* () {
   listenToParent()
   const params = yield* Schema.decodeUnknownEffect(WorkerParamsJson)(process.argv[2])
-  const run = Effect.gen(function* () {
-    const lock = yield* Lock.Lock
-    emit(["ready", process.pid])
-    yield* Effect.promise(() => started)
+  const semaphore = params.semaphore
+  const run = (guard: Guard) =>
+    Effect.gen(function* () {
+      emit(["ready", process.pid])
+      yield* Effect.promise(() => started)
 
-    const fiber = (f: number) =>
-      Effect.gen(function* () {
-        for (let n = 0; !control.stopping; n++) {
-          const call = `${params.worker}.${f}.${n}`
-          const key = params.keys[Math.floor(Math.random() * params.keys.length)] ?? "k"
-          const bodyMillis =
-            // Once stopping, no new long body: the run ends sooner and every long body began under the fault.
-            Math.random() < params.longBodyShare && !control.stopping
-              ? params.longBodyMillis
-              : params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
-          // The entry time is read before the token so that it stays the first thing the body does.
-          const body = Effect.sync(monotonicMicros).pipe(
-            Effect.flatMap((t) => Effect.map(Lease.fencingToken, (token) => emit(["E", call, t, bodyMillis, token]))),
-            Effect.andThen(Effect.sleep(bodyMillis)),
-            Effect.ensuring(Effect.sync(() => emit(["L", call, monotonicMicros()])))
-          )
-          emit(["B", call, key, monotonicMicros()])
-          const exit = yield* Effect.exit(lock.withLock(key, { waitTimeout: params.waitTimeoutMillis })(body))
-          let outcome: Outcome = "ok"
-          let detail = ""
-          if (exit._tag === "Failure") {
-            const error = Cause.findErrorOption(exit.cause)
-            if (error._tag === "Some") {
-              outcome = error.value._tag
-              detail = detailOf(error.value as unknown as { readonly _tag: string } & Record<string, unknown>)
-            } else {
-              outcome = "defect"
-              detail = Cause.pretty(exit.cause).split("\n")[0] ?? ""
+      const fiber = (f: number) =>
+        Effect.gen(function* () {
+          for (let n = 0; !control.stopping; n++) {
+            const call = `${params.worker}.${f}.${n}`
+            const key = params.keys[Math.floor(Math.random() * params.keys.length)] ?? "k"
+            const bodyMillis =
+              // Once stopping, no new long body: the run ends sooner and every long body began under the fault.
+              Math.random() < params.longBodyShare && !control.stopping
+                ? params.longBodyMillis
+                : params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
+            // The entry time is read before the token so that it stays the first thing the body does.
+            const body = Effect.sync(monotonicMicros).pipe(
+              Effect.flatMap((t) => Effect.map(Lease.fencingToken, (token) => emit(["E", call, t, bodyMillis, token]))),
+              Effect.andThen(Effect.sleep(bodyMillis)),
+              Effect.ensuring(Effect.sync(() => emit(["L", call, monotonicMicros()])))
+            )
+            // Two permits now and then, so that the line's order matters: a call for two at the head
+            // keeps calls for one behind it waiting while a single permit is free.
+            const permits = semaphore !== undefined && Math.random() < semaphore.doubleShare ? 2 : 1
+            emit(
+              semaphore === undefined
+                ? ["B", call, key, monotonicMicros()]
+                : ["B", call, key, monotonicMicros(), permits, semaphore.limit]
+            )
+            const exit = yield* Effect.exit(guard(key, permits)(body))
+            let outcome: Outcome = "ok"
+            let detail = ""
+            if (exit._tag === "Failure") {
+              const error = Cause.findErrorOption(exit.cause)
+              if (error._tag === "Some") {
+                outcome = error.value._tag
+                detail = detailOf(error.value as unknown as { readonly _tag: string } & Record<string, unknown>)
+              } else {
+                outcome = "defect"
+                detail = Cause.pretty(exit.cause).split("\n")[0] ?? ""
+              }
             }
+            emit(["X", call, monotonicMicros(), outcome, detail])
+            // A little work outside the lock, so other fibers and processes get turns.
+            yield* Effect.sleep(Math.floor(Math.random() * 20))
           }
-          emit(["X", call, monotonicMicros(), outcome, detail])
-          // A little work outside the lock, so other fibers and processes get turns.
-          yield* Effect.sleep(Math.floor(Math.random() * 20))
-        }
-      })
-    yield* Effect.forEach(
-      Array.from({ length: params.fibers }, (_, f) => f),
-      fiber,
-      { concurrency: "unbounded", discard: true }
-    )
-    emit(["done"])
-  })
-  yield* run.pipe(
-    Effect.provide(
-      Lock.layer({
-        leaseDuration: params.leaseMillis,
-        namespace: params.namespace,
-        replicaAcknowledgement: params.replicaAcknowledgement
-      }).pipe(Layer.provide(backendLayer(params.connection, params.auth)))
-    ),
+        })
+      yield* Effect.forEach(
+        Array.from({ length: params.fibers }, (_, f) => f),
+        fiber,
+        { concurrency: "unbounded", discard: true }
+      )
+      emit(["done"])
+    })
+  const clientOptions = {
+    leaseDuration: params.leaseMillis,
+    namespace: params.namespace,
+    replicaAcknowledgement: params.replicaAcknowledgement
+  }
+  const backend = backendLayer(params.connection, params.auth)
+  const waitTimeout = params.waitTimeoutMillis
+  const guarded =
+    semaphore === undefined
+      ? Effect.gen(function* () {
+          const lock = yield* Lock.Lock
+          yield* run((key) => lock.withLock(key, { waitTimeout }))
+        }).pipe(Effect.provide(Lock.layer(clientOptions).pipe(Layer.provide(backend))))
+      : Effect.gen(function* () {
+          const semaphores = yield* Semaphore.Semaphore
+          const limit = semaphore.limit
+          yield* run((key, permits) => semaphores.withPermits(key, { limit, permits, waitTimeout }))
+        }).pipe(Effect.provide(Semaphore.layer(clientOptions).pipe(Layer.provide(backend))))
+  yield* guarded.pipe(
     Effect.tapCause((cause) => Effect.sync(() => emit(["fatal", Cause.pretty(cause).split("\n")[0] ?? "fatal"])))
   )
   // The lock layer (and its connections) is closed now; the process should exit by itself.

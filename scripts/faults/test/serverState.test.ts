@@ -1,0 +1,53 @@
+// The final read of the servers on a semaphore's keys, written by hand on a real server: what it
+// reports as left behind or stranded, and that a fence key alone passes.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { ServerBinary } from "@sage/lock-testkit"
+import * as Deployments from "../deployments.ts"
+import { leftovers, strandedWaiters } from "../serverState.ts"
+
+const flavor = ServerBinary.flavorsUnderTest()[0] ?? "redis7"
+const key = "faults:{k0}"
+
+describe("fault matrix: what is left of a semaphore", () => {
+  it.live(
+    "reports its holders, permits hash and registrations (asks included), and lets its fence key stay",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const deployment = yield* Deployments.start("standalone", flavor)
+          const master = yield* deployment.masterFor(key)
+          const write = (...commands: ReadonlyArray<ReadonlyArray<string>>) => master.session(commands)
+          yield* write(
+            ["ZADD", key, "1000", "holder-token"],
+            ["HSET", `${key}:permits`, "holder-token", "2:17", "=limit", "3", "=used", "2"],
+            ["ZADD", `${key}:waiters`, "1", "g:waiter-1"],
+            ["ZADD", `${key}:waiting`, "2000", "g:waiter-1"],
+            ["HSET", `${key}:asks`, "g:waiter-1", "1", "g:waiter-2", "2"],
+            ["SET", `${key}:fence`, "17"]
+          )
+          const left = yield* leftovers(deployment, "faults", [key], 0, true)
+          assert.deepStrictEqual(
+            left.keys.map((described) => described.split(" ")[0]),
+            [key, `${key}:permits`]
+          )
+          assert.isTrue(left.keys[0]?.includes("(zset, TTL -1 ms)"), left.keys.join(", "))
+          assert.deepStrictEqual(left.registrations.map((r) => `${r.queue} ${r.waiter}`).toSorted(), [
+            `${key}:asks g:waiter-1`,
+            `${key}:asks g:waiter-2`,
+            `${key}:waiters g:waiter-1`,
+            `${key}:waiting g:waiter-1`
+          ])
+          // Distinct waiters: one in the line (and its asks), one in the asks alone.
+          assert.strictEqual(strandedWaiters(left), 2)
+          yield* write(["DEL", key, `${key}:permits`, `${key}:waiters`, `${key}:waiting`, `${key}:asks`])
+          assert.deepStrictEqual(yield* leftovers(deployment, "faults", [key], 0, true), {
+            keys: [],
+            registrations: [],
+            unreadable: []
+          })
+        })
+      ),
+    60_000
+  )
+})
