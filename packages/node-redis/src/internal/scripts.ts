@@ -160,21 +160,29 @@ export const leaveCall = (
   [waiterId, LockScripts.wakeChannel(key), publish, String(claimMillis)]
 ]
 
-/** Arguments of `EVALSHA`/`EVAL` for the many-key `renewAll` script. */
-export const renewAllArgs = (
-  mode: "EVALSHA" | "EVAL",
-  keys: ReadonlyArray<string>,
-  tokens: ReadonlyArray<string>,
-  leaseMillis: number
-): Array<string> => [
-  mode,
-  mode === "EVALSHA" ? renewAll.sha1 : renewAll.lua,
-  String(keys.length * 2),
-  ...keys,
-  ...keys.map(LockScripts.fenceKey),
-  ...tokens,
-  String(leaseMillis)
-]
+/**
+ * Arguments of `EVALSHA`/`EVAL` for a many-key renewal script: every lease's key, then each of its
+ * companions (`companionsOf`, in that order) for every key, then the tokens and the lease.
+ */
+const manyKeyRenewArgs =
+  (script: Script, companionsOf: ReadonlyArray<(key: string) => string>) =>
+  (
+    mode: "EVALSHA" | "EVAL",
+    keys: ReadonlyArray<string>,
+    tokens: ReadonlyArray<string>,
+    leaseMillis: number
+  ): Array<string> => [
+    mode,
+    mode === "EVALSHA" ? script.sha1 : script.lua,
+    String(keys.length * (1 + companionsOf.length)),
+    ...keys,
+    ...companionsOf.flatMap((companionOf) => keys.map(companionOf)),
+    ...tokens,
+    String(leaseMillis)
+  ]
+
+/** Arguments of `EVALSHA`/`EVAL` for the many-key `renewAll` script (locks and their fence keys). */
+export const renewAllArgs = manyKeyRenewArgs(renewAll, [LockScripts.fenceKey])
 
 /** `KEYS` and `ARGV` of the renew script for a request. */
 export const renewCall = (request: LeaseRequest): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
@@ -182,19 +190,8 @@ export const renewCall = (request: LeaseRequest): readonly [ReadonlyArray<string
   [request.token, String(request.leaseMillis)]
 ]
 
-/** Arguments of `EVALSHA`/`EVAL` for the many-key semaphore `renewAll` script. */
-export const semaphoreRenewAllArgs = (
-  mode: "EVALSHA" | "EVAL",
-  keys: ReadonlyArray<string>,
-  tokens: ReadonlyArray<string>,
-  leaseMillis: number
-): Array<string> => [
-  mode,
-  mode === "EVALSHA" ? semaphoreRenewAll.sha1 : semaphoreRenewAll.lua,
-  String(keys.length * 3),
-  ...keys,
-  ...keys.map(SemaphoreScripts.permitsKey),
-  ...keys.map(LockScripts.fenceKey),
-  ...tokens,
-  String(leaseMillis)
-]
+/** Arguments of `EVALSHA`/`EVAL` for the semaphore's `renewAll` (permits hashes, then fence keys). */
+export const semaphoreRenewAllArgs = manyKeyRenewArgs(semaphoreRenewAll, [
+  SemaphoreScripts.permitsKey,
+  LockScripts.fenceKey
+])
