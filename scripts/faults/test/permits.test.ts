@@ -74,6 +74,16 @@ const threeOfTwo = (outcomeOfSecond: Outcome = "ok"): Lines => [
   ...call(2, "2.0.0", { begin: 5, entered: 30, left: 40 }, { permits: 2, token: 102, outcome: outcomeOfSecond })
 ]
 
+/**
+ * A holder of 1 of 2 permits (worker 3) killed at 100 ms, worker 1 leaving at 160 ms, and worker 2,
+ * waiting for 2 permits from 150 ms, entering at `entered` ms.
+ */
+const deadHolderHistory = (entered: number): Lines => [
+  ...call(3, "3.0.0", { begin: 0, entered: 10, ended: false }, { token: 100 }),
+  ...call(1, "1.0.0", { begin: 0, entered: 20, left: 160 }, { token: 101 }),
+  ...call(2, "2.0.0", { begin: 150, entered, left: entered + 50 }, { permits: 2, token: 102 })
+]
+
 describe("fault matrix checker: semaphores", () => {
   it("fails a cell where three permits are held at once under limit 2", () => {
     const found = counts(threeOfTwo())
@@ -212,11 +222,7 @@ describe("fault matrix checker: semaphores", () => {
     // Worker 3 dies at 100 ms holding 1 of 2 permits; from 150 ms worker 2 waits for 2 permits, and
     // from 160 ms (worker 1 leaves) only the dead one keeps it waiting. Its lease runs out by 3100 ms.
     const kill: Array<WorkerFault> = [{ worker: 3, from: 100 * ms, to: Infinity }]
-    const history = (entered: number): Lines => [
-      ...call(3, "3.0.0", { begin: 0, entered: 10, ended: false }, { token: 100 }),
-      ...call(1, "1.0.0", { begin: 0, entered: 20, left: 160 }, { token: 101 }),
-      ...call(2, "2.0.0", { begin: 150, entered, left: entered + 50 }, { permits: 2, token: 102 })
-    ]
+    const history = deadHolderHistory
     const stuck = (entered: number) =>
       counts(history(entered), kill).history.takeovers.map((t) => [
         t.awaited,
