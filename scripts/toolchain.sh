@@ -275,6 +275,9 @@ export PATH="$tc/bin:$PATH"
 if [ -z "${VALKEY_SERVER_BIN:-}" ] && [ -e "$valkey_bin" ]; then export VALKEY_SERVER_BIN="$valkey_bin"; fi
 if [ -z "${REDIS8_SERVER_BIN:-}" ] && newer_ready redis8; then export REDIS8_SERVER_BIN="$tc/bin/redis8-server"; fi
 if [ -z "${VALKEY9_SERVER_BIN:-}" ] && newer_ready valkey9; then export VALKEY9_SERVER_BIN="$tc/bin/valkey9-server"; fi
+# Found on PATH instead (another checkout's wrapper, or a system install): named the same way.
+if [ -z "${REDIS8_SERVER_BIN:-}" ] && command -v redis8-server >/dev/null 2>&1; then export REDIS8_SERVER_BIN="$(command -v redis8-server)"; fi
+if [ -z "${VALKEY9_SERVER_BIN:-}" ] && command -v valkey9-server >/dev/null 2>&1; then export VALKEY9_SERVER_BIN="$(command -v valkey9-server)"; fi
 
 # Say what is missing, once, loudly. Outside CI the suites then run on what is here
 # (SAGE_TEST_FLAVORS), unless the caller chose the flavors; CI keeps every flavor, so it fails rather
