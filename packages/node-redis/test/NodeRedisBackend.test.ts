@@ -68,11 +68,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             "89ab1c45abc0ae44e874b67d48584469e4c745c3",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
             "352a8e19d925285c30c727c12e522986bea061a9",
-            "b01df7645183343a8be2ed797a236238c711b0d1",
+            "f3cf7d7b61d61093e11a6cae58ce024111dd06c4",
             "c07bf97ce225c8b8b58dfa2f83f2ff54d557cf3d",
-            "e282b14e4af0ea57d4264546740b64adc6a074f2",
+            "40aceb290d9c39e424cb557ad6fe45acd2f23cb7",
             "6b398a312b454b799ce3fbddc833b51630d07a2b",
-            "de8737fc1adf0b1a5dc1cc13ac926432b6aa0f09",
+            "e4ab436c39e51bd3913bf0bdcac12ac737417e0c",
             "00da778f66693dd4b139e6e620b96a4e0f2abafc"
           ]
         )
