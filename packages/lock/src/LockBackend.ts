@@ -239,6 +239,74 @@ export type TransferReply =
 export type ReleaseReply = boolean | "gone"
 
 /**
+ * What an election's leader last proclaimed (see `Elections`).
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface LeaderRecord {
+  /** The leader's term: the fencing token of its grant. */
+  readonly term: number
+  /** The id the leader campaigned with. */
+  readonly candidate: string
+  /** What it proclaimed last. */
+  readonly value: string
+  /** When the term was first proclaimed, in milliseconds since the epoch on the server's clock. */
+  readonly since: number
+  /** 1 for the term's first proclamation, one more for each after it. */
+  readonly revision: number
+}
+
+/**
+ * Who leads an election, as read from the deployment.
+ *
+ * - `Leading`: the lock is held, and its term proclaimed `record`.
+ * - `Vacant`: nobody holds the lock.
+ * - `Unproclaimed`: the lock is held by `term` (0 when unknown), which has not proclaimed yet.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type ElectionView =
+  | { readonly _tag: "Leading"; readonly record: LeaderRecord }
+  | { readonly _tag: "Vacant" }
+  | { readonly _tag: "Unproclaimed"; readonly term: number }
+
+/**
+ * A proclamation: `value` for the election whose lock key is `key`, as `candidate`, in `term`.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface ProclaimRequest {
+  readonly key: string
+  readonly term: number
+  readonly candidate: string
+  readonly value: string
+  /** As for `LeaseRequest`. */
+  readonly timeoutMillis: number
+  /** As for `LeaseRequest`: wait for replicas to acknowledge the record. */
+  readonly acknowledge: boolean
+}
+
+/**
+ * What elections need of a backend beyond the lock: a leader record written only while its term
+ * leads, read back, and a word to the observers (`ElectionScripts`). Observers wait for that word
+ * with `Wakeups.await(key, ElectionScripts.observerId, millis)`.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface Elections {
+  /** Writes the record and tells observers, if `term` still leads: `false` when it does not. */
+  readonly proclaim: (request: ProclaimRequest) => Effect.Effect<boolean, LockRedisError>
+  /** Who leads, read on the key's master. */
+  readonly read: (key: string, timeoutMillis: number) => Effect.Effect<ElectionView, LockRedisError>
+  /** Tells observers to read again. Best effort within `timeoutMillis`. */
+  readonly announce: (key: string, timeoutMillis: number) => Effect.Effect<void>
+}
+
+/**
  * The shape every backend provides.
  *
  * @category models
@@ -290,6 +358,12 @@ export interface Backend {
    * @since 0.2.0
    */
   readonly transfer?: ((request: TransferRequest) => Effect.Effect<TransferReply, LockRedisError>) | undefined
+  /**
+   * The leader records of elections. Optional: `Election.make` refuses a backend without them.
+   *
+   * @since 0.4.0
+   */
+  readonly elections?: Elections | undefined
   /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
   readonly wakeups?: Wakeups | undefined
   /**

@@ -28,12 +28,16 @@ import * as Option from "effect/Option"
 import {
   type AcquireReply,
   type Backend,
+  type Elections,
+  type ElectionView,
+  type LeaderRecord,
   LockBackend,
   type Next,
   type ReleaseReply,
   type TransferReply,
   type Wakeups
 } from "./LockBackend.ts"
+import { observerId, recordRetentionMillis } from "./ElectionScripts.ts"
 import { fenceRetentionMillis } from "./LockScripts.ts"
 import { MemorySemaphores } from "./internal/memorySemaphores.ts"
 
@@ -204,8 +208,49 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
       })
   }
 
+  // Elections' leader records, by lock key: a record counts while its term holds the key.
+  const records = new Map<string, { readonly record: LeaderRecord; readonly expiresAt: number }>()
+  const recordOf = (key: string, now: number): LeaderRecord | undefined => {
+    const kept = records.get(key)
+    if (kept === undefined) return undefined
+    if (kept.expiresAt > now) return kept.record
+    records.delete(key)
+    return undefined
+  }
+  const elections: Elections = {
+    proclaim: (request) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (live(request.key, now) === undefined || lastFence(request.key, now) !== request.term) return false
+        const previous = recordOf(request.key, now)
+        const record: LeaderRecord =
+          previous !== undefined && previous.term === request.term
+            ? { ...previous, value: request.value, revision: previous.revision + 1 }
+            : {
+                term: request.term,
+                candidate: request.candidate,
+                value: request.value,
+                since: Math.floor(now),
+                revision: 1
+              }
+        records.set(request.key, { record, expiresAt: now + recordRetentionMillis })
+        wake(request.key, observerId, true)
+        return true
+      }),
+    read: (key) =>
+      Effect.map(Clock.currentTimeMillis, (now): ElectionView => {
+        if (live(key, now) === undefined) return { _tag: "Vacant" }
+        const term = lastFence(key, now)
+        const record = recordOf(key, now)
+        return record !== undefined && record.term === term
+          ? { _tag: "Leading", record }
+          : { _tag: "Unproclaimed", term }
+      }),
+    announce: (key) => Effect.sync(() => wake(key, observerId, true))
+  }
+
   return {
     description: "in-memory",
+    elections,
     ordered: true,
     wakeups,
     acquire: (request) =>

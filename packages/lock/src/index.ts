@@ -84,3 +84,25 @@ export * as SemaphoreScripts from "./SemaphoreScripts.ts"
  * @since 0.3.0
  */
 export * as ReadWriteLock from "./ReadWriteLock.ts"
+
+/**
+ * The `Election` service: `campaign`, `observe`, `leader` and `run`: one leader at a time, a term
+ * per leadership, and a stream of who leads.
+ *
+ * @since 0.4.0
+ */
+export * as Election from "./Election.ts"
+
+/**
+ * `Leadership`: what a leader holds while it leads an election (`Election.campaign`).
+ *
+ * @since 0.4.0
+ */
+export * as Leadership from "./Leadership.ts"
+
+/**
+ * The election protocol: the Lua scripts that publish and read who leads an election.
+ *
+ * @since 0.4.0
+ */
+export * as ElectionScripts from "./ElectionScripts.ts"

@@ -58,8 +58,9 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           [
             // Changing a script changes its hash: every process sharing a namespace must run the same
             // protocol, so a change here is a protocol change, called out in the changelog (see
-            // CONTRIBUTING.md). The lock's eight are those of 0.2.0; the semaphore's six are new
-            // since, on keys of their own, so locks are unaffected by them.
+            // CONTRIBUTING.md). The lock's eight are those of 0.2.0; the semaphore's six (0.3.0) and
+            // the election's three (0.4.0) are new since, on keys of their own (an election's lock
+            // key runs the lock's scripts), so locks are unaffected by them.
             "936a26e32631d5b66cb890f984ed6a5823fae6ca",
             "bf20c7939e2f35338ef3e69fc221cc7a3fad9bde",
             "618544e8fee0defb69d9def911f84f8076eb3faa",
@@ -73,7 +74,10 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             "40aceb290d9c39e424cb557ad6fe45acd2f23cb7",
             "6b398a312b454b799ce3fbddc833b51630d07a2b",
             "e4ab436c39e51bd3913bf0bdcac12ac737417e0c",
-            "00da778f66693dd4b139e6e620b96a4e0f2abafc"
+            "00da778f66693dd4b139e6e620b96a4e0f2abafc",
+            "ae4552d1db2cce40eb6448620ad1f7043f76ec35",
+            "8e5a3188169c7da516bef1b7eac22a0d161689ea",
+            "562b0380ad4cb8da95b73109976218b728677c5c"
           ]
         )
       })

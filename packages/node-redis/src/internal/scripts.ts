@@ -2,8 +2,8 @@
 // They run by SHA1 (`EVALSHA`), falling back to `EVAL` on `NOSCRIPT` (connection/commands.ts), which
 // also puts the script back into the server's cache (after a restart, a failover or `SCRIPT FLUSH`).
 import { createHash } from "node:crypto"
-import { LockScripts, SemaphoreScripts } from "@sage/lock"
-import type { LeaseRequest, Permits, TransferRequest } from "@sage/lock/LockBackend"
+import { ElectionScripts, LockScripts, SemaphoreScripts } from "@sage/lock"
+import type { LeaseRequest, Permits, ProclaimRequest, TransferRequest } from "@sage/lock/LockBackend"
 
 export interface Script {
   readonly name: string
@@ -34,6 +34,10 @@ export const semaphoreRenewAll: Script = script("semaphoreRenewAll", SemaphoreSc
 export const semaphoreLeave: Script = script("semaphoreLeave", SemaphoreScripts.leave)
 export const semaphoreCheck: Script = script("semaphoreCheck", SemaphoreScripts.check)
 
+export const electionProclaim: Script = script("electionProclaim", ElectionScripts.proclaim)
+export const electionRead: Script = script("electionRead", ElectionScripts.read)
+export const electionAnnounce: Script = script("electionAnnounce", ElectionScripts.announce)
+
 export const all: ReadonlyArray<Script> = [
   acquire,
   renew,
@@ -48,7 +52,10 @@ export const all: ReadonlyArray<Script> = [
   semaphoreRelease,
   semaphoreRenewAll,
   semaphoreLeave,
-  semaphoreCheck
+  semaphoreCheck,
+  electionProclaim,
+  electionRead,
+  electionAnnounce
 ]
 
 // Which script a request runs: a semaphore's (the request carries permits) or a lock's.
@@ -64,8 +71,13 @@ export const leaveScript = (permits: Permits | undefined): Script => (permits ==
 /** Whether `script` grants a lease (a lock's or a semaphore's acquire). */
 export const isAcquire = (script: Script): boolean => script === acquire || script === semaphoreAcquire
 
-/** Whether `script` writes or reads a lease the replicas must hold (acquire, renew, check). */
+/**
+ * Whether `script` writes or reads a lease the replicas must hold (acquire, renew, check), or an
+ * election's leader record, which counts only while its lease does.
+ */
 export const touchesLease = (script: Script): boolean =>
+  script === electionProclaim ||
+  script === electionRead ||
   script === acquire ||
   script === renew ||
   script === check ||
@@ -195,3 +207,34 @@ export const semaphoreRenewAllArgs = manyKeyRenewArgs(semaphoreRenewAll, [
   SemaphoreScripts.permitsKey,
   LockScripts.fenceKey
 ])
+
+/** `KEYS` and `ARGV` of an election's proclamation. */
+export const proclaimCall = (
+  request: ProclaimRequest,
+  publish: Publish
+): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  ElectionScripts.keysOf(request.key),
+  [
+    String(request.term),
+    request.candidate,
+    request.value,
+    LockScripts.wakeChannel(request.key),
+    publish,
+    ElectionScripts.observerId
+  ]
+]
+
+/** `KEYS` and `ARGV` of an election's read. */
+export const electionReadCall = (key: string): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  ElectionScripts.keysOf(key),
+  []
+]
+
+/** `KEYS` and `ARGV` of a word to an election's observers. */
+export const announceCall = (
+  key: string,
+  publish: Publish
+): readonly [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  ElectionScripts.keysOf(key),
+  [LockScripts.wakeChannel(key), publish, ElectionScripts.observerId]
+]

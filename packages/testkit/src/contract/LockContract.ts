@@ -1,6 +1,6 @@
 /**
  * The lock's behavioural contract as one suite, run unchanged against every backend and server, with
- * the semaphore's beside it (over the same backend).
+ * the semaphore's and the election's beside it (over the same backend).
  *
  * A backend's test file provides a layer with the `LockBackend` under test and a `ServerControl`
  * for the same deployment, and calls `suite`. Facts that only one topology can show live beside the
@@ -23,6 +23,7 @@ import { layer } from "@effect/vitest"
 import type * as Layer from "effect/Layer"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { acquisition } from "./acquisition.ts"
+import { election } from "./election.ts"
 import { holding } from "./holding.ts"
 import { lease } from "./lease.ts"
 import { semaphore } from "./semaphore.ts"
@@ -41,4 +42,5 @@ export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerC
     holding(it)
     lease(it)
     semaphore(it)
+    election(it)
   })

@@ -20,6 +20,7 @@ import type * as Scope from "effect/Scope"
 import { runScript } from "../connection/commands.ts"
 import type { Pool } from "../pool/pool.ts"
 import { readAcquire, releasedReply, replicatedFailure as failure } from "../replies.ts"
+import * as Elections from "../election/elections.ts"
 import * as Scripts from "../scripts.ts"
 import { make as makeWakeups } from "../wakeups/wakeups.ts"
 import * as GroupCommit from "./groupCommit/groupCommit.ts"
@@ -177,6 +178,7 @@ const backendOver = (
         (address) => Effect.fail(failure("NOT_MASTER", `${address} is not the master for ${request.key}`, false))
       ),
     renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request), strays),
+    elections: Elections.replicated(topology, pool, known),
     wakeups
   }
   return backend

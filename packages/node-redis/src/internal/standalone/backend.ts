@@ -12,6 +12,7 @@ import { laneOf } from "../connection/lane.ts"
 import { destroyForGood } from "../connection/teardown.ts"
 import { isReleased, parseTransfer, readAcquire, unexpected } from "../replies.ts"
 import * as Scripts from "../scripts.ts"
+import * as Elections from "../election/elections.ts"
 import type { Subscriber } from "../wakeups/subscriber.ts"
 import * as Wakeups from "../wakeups/wakeups.ts"
 
@@ -237,6 +238,7 @@ export const backendOver = (options: {
           ),
           (reply) => typeof reply === "number" && reply !== -2
         ),
+      elections: Elections.standalone(sendFor),
       ...(wakeups === undefined ? {} : { wakeups })
     } satisfies Backend
   })

@@ -1,0 +1,174 @@
+// `Election.campaign` and `Election.run`: leadership is the election's lock held in a scope of its
+// own (so `resign` can end it while the caller's scope stays open), the grant's fencing token is
+// the term, and the first proclamation makes the leader known before `campaign` returns.
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import type { Leadership } from "../../Leadership.ts"
+import type { Handle } from "../../Lease.ts"
+import type { Elections } from "../../LockBackend.ts"
+import { type InvalidArgument, type LockError, LockLost, type LockRedisError } from "../../LockError.ts"
+import type { LockClient } from "../../Lock.ts"
+import { invalid } from "../settings.ts"
+
+/** What every campaign of one election client shares. */
+export interface Campaigns {
+  /** The lock client of the elections (their namespace and lease). */
+  readonly lock: LockClient<string>
+  readonly elections: Elections
+  readonly namespace: string
+  /** The time limit of one proclamation or read. */
+  readonly timeoutMillis: number
+  /** How long a proclamation keeps trying through temporary failures. */
+  readonly proclaimBudgetMillis: number
+  readonly acknowledge: boolean
+}
+
+/** One campaign's own settings, checked. */
+export interface Candidacy {
+  readonly name: string
+  readonly key: string
+  readonly candidate: string
+  readonly value: string
+  /** How long to wait for the lead; `undefined` waits for as long as it takes. */
+  readonly waitMillis: number | undefined
+  readonly interruptOnLoss: boolean
+}
+
+/** Waits for as long as it takes, in waits of this length (each a new place at the back of the line). */
+const waitChunkMillis = 24 * 60 * 60 * 1000
+
+/** A proclamation's value, checked. */
+export const checkValue = (value: unknown): Effect.Effect<string, InvalidArgument> =>
+  typeof value === "string" ? Effect.succeed(value) : Effect.fail(invalid("value", value, "must be a string"))
+
+const notLeading = (campaigns: Campaigns, key: string): LockLost =>
+  new LockLost({ key, namespace: campaigns.namespace, phase: "renew", reason: "ownership", bodyCompleted: false })
+
+/** Writes `value` as `term`'s record, trying temporary failures again within the budget. */
+const proclaimAs = (
+  campaigns: Campaigns,
+  candidacy: Candidacy,
+  term: number,
+  value: string
+): Effect.Effect<void, LockLost | LockRedisError> => {
+  const request = {
+    key: candidacy.key,
+    term,
+    candidate: candidacy.candidate,
+    value,
+    timeoutMillis: campaigns.timeoutMillis,
+    acknowledge: campaigns.acknowledge
+  }
+  const attempt = (deadline: number): Effect.Effect<void, LockLost | LockRedisError> =>
+    Effect.flatMap(Effect.result(campaigns.elections.proclaim(request)), (result) => {
+      if (result._tag === "Success") {
+        return result.success ? Effect.void : Effect.fail(notLeading(campaigns, candidacy.key))
+      }
+      const error = result.failure
+      return error.retryable && performance.now() < deadline
+        ? Effect.andThen(Effect.sleep(50), attempt(deadline))
+        : Effect.fail(error)
+    })
+  return Effect.suspend(() => attempt(performance.now() + campaigns.proclaimBudgetMillis))
+}
+
+/** Takes the election's lock in `scope`, waiting as the candidacy says. */
+const acquireLead = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect<Handle, LockError, Scope.Scope> => {
+  const attempt = (millis: number) =>
+    campaigns.lock.acquire(candidacy.name, { waitTimeout: millis, interruptOnLoss: candidacy.interruptOnLoss })
+  if (candidacy.waitMillis !== undefined) return attempt(candidacy.waitMillis)
+  const forever: Effect.Effect<Handle, LockError, Scope.Scope> = Effect.catchTag(
+    attempt(waitChunkMillis),
+    "TimedOut",
+    () => forever
+  )
+  return forever
+}
+
+/** Campaigns until this candidacy leads, proclaims its value, and returns its leadership. */
+export const campaign = (
+  campaigns: Campaigns,
+  candidacy: Candidacy
+): Effect.Effect<Leadership, LockError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const outer = yield* Scope.Scope
+    const inner = yield* Scope.fork(outer, "sequential")
+    let leading = false
+    // Added first, so it runs last: after the release, observers are told to read again (nobody
+    // may lead now, and no proclamation would tell them).
+    yield* Scope.addFinalizer(
+      inner,
+      Effect.suspend(() =>
+        leading ? campaigns.elections.announce(candidacy.key, campaigns.timeoutMillis) : Effect.void
+      )
+    )
+    const handle = yield* Effect.onError(Scope.provide(acquireLead(campaigns, candidacy), inner), () =>
+      Scope.close(inner, Exit.void)
+    )
+    leading = true
+    const term = handle.fencingToken
+    yield* Effect.onError(proclaimAs(campaigns, candidacy, term, candidacy.value), () => Scope.close(inner, Exit.void))
+    let value = candidacy.value
+    let resigned = false
+    const ended: Effect.Effect<void, LockLost> = Effect.catchIf(
+      handle.lost,
+      (lost) => lost.reason === "released",
+      () => Effect.void
+    )
+    const leadership: Leadership = {
+      name: candidacy.name,
+      candidate: candidacy.candidate,
+      term,
+      lease: handle,
+      value: Effect.sync(() => value),
+      proclaim: (next) =>
+        Effect.flatMap(checkValue(next), (checked) =>
+          Effect.andThen(
+            proclaimAs(campaigns, candidacy, term, checked),
+            Effect.sync(() => {
+              value = checked
+            })
+          )
+        ),
+      resign: Effect.uninterruptible(
+        Effect.suspend(() => {
+          if (resigned) return Effect.void
+          resigned = true
+          return Scope.close(inner, Exit.void)
+        })
+      ),
+      ended,
+      lead: (work) => Effect.raceFirst(Effect.asSome(work), Effect.as(ended, Option.none()))
+    }
+    return leadership
+  })
+
+/** Whether `run` campaigns again after `error`: a lost lead, or a failure that may pass. */
+const passing = (error: unknown): error is LockLost | LockRedisError =>
+  typeof error === "object" &&
+  error !== null &&
+  ((error as { _tag?: unknown })._tag === "LockLost" ||
+    ((error as { _tag?: unknown })._tag === "LockRedisError" && (error as LockRedisError).retryable))
+
+/**
+ * Campaigns, runs `work` while leading, and campaigns again `rejoinMillis` after the lead ends (lost,
+ * resigned, or `work` returned), until interrupted.
+ */
+export const run = <E, R>(
+  campaigns: Campaigns,
+  candidacy: Candidacy,
+  rejoinMillis: number,
+  work: (leadership: Leadership) => Effect.Effect<unknown, E, R>
+): Effect.Effect<never, E | InvalidArgument | LockRedisError, R> => {
+  const term = Effect.scoped(
+    Effect.flatMap(campaign(campaigns, { ...candidacy, interruptOnLoss: false }), (leadership) =>
+      Effect.andThen(leadership.lead(work(leadership)), leadership.resign)
+    )
+  )
+  const once = Effect.catchIf(term, passing, (error) =>
+    Effect.logWarning(`election ${candidacy.key}: the lead ended (${error.message}); campaigning again`)
+  ) as Effect.Effect<void, E | InvalidArgument | LockRedisError, R>
+  return Effect.forever(Effect.andThen(once, Effect.sleep(rejoinMillis)))
+}
