@@ -1,29 +1,37 @@
 /**
- * `sage-lock`, the operator's command line over `LockAdmin` and `SemaphoreAdmin`: `inspect <key>`
- * (held, remaining TTL, last fencing token, waiters), `list` (every lock of a namespace, by `SCAN` on
- * every master), `release <key> --force` (forcing a dead holder's lock free), and the same three
- * under `semaphore` for semaphores and read-write locks (holders with their permits, the line,
- * `release <key> --holder <token> --force`), on a standalone server (`--url`), a
- * Sentinel-managed master (`--sentinel host:port,... --master <name>`) or a Cluster
- * (`--cluster host:port,...`).
+ * `sage-lock`, the operator's command line over `LockAdmin`, `SemaphoreAdmin` and `Election`:
+ * - `inspect <key>` (held, remaining TTL, last fencing token, waiters), `list` (every lock of a
+ *   namespace, by `SCAN` on every master) and `release <key> --force` (forcing a dead holder's lock
+ *   free);
+ * - the same three under `semaphore` for semaphores and read-write locks (holders with their permits,
+ *   the line, `release <key> --holder <token> --force`);
+ * - `leader <name>` (who leads an election, in which term, since when, with what value) and
+ *   `watch <name>` (that, then every change as it happens).
  *
- * What it does not do: take or renew locks, or wake waiters. TLS: `--tls` (with `--ca`) for every
- * connection, sentinels and cluster nodes included, or a `rediss://` URL for a standalone server. Passwords come from the URL or the
- * `SAGE_LOCK_PASSWORD` environment variable and never appear in output or errors. Every connection
- * and command is bounded by `--timeout` (default 5 seconds). Failures print one line to standard
- * error and exit with status 1.
+ * Each runs on a standalone server (`--url`), a Sentinel-managed master
+ * (`--sentinel host:port,... --master <name>`) or a Cluster (`--cluster host:port,...`).
+ *
+ * What it does not do: take or renew locks, campaign, or wake waiters. TLS: `--tls` (with `--ca`)
+ * for every connection, sentinels and cluster nodes included, or a `rediss://` URL for a standalone
+ * server. Passwords come from the URL or the `SAGE_LOCK_PASSWORD` environment variable and never
+ * appear in output or errors. Every connection and command is bounded by `--timeout` (default 5
+ * seconds). Failures print one line to standard error and exit with status 1.
  *
  * @since 0.2.0
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import { Argument, CliConfig, type CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
-import { LockScripts } from "@sage/lock"
+import * as Stream from "effect/Stream"
+import { Election, LockScripts } from "@sage/lock"
+import { LockBackend } from "@sage/lock/LockBackend"
 import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
-import { LockAdmin, SemaphoreAdmin } from "@sage/lock-node-redis"
+import { LockAdmin, NodeRedisBackend, SemaphoreAdmin } from "@sage/lock-node-redis"
 import { CommandFailed } from "./CommandFailed.ts"
 import * as Connection from "./internal/connection.ts"
+import * as ElectionOutput from "./internal/electionOutput.ts"
 import * as Output from "./internal/output.ts"
 
 /**
@@ -103,14 +111,18 @@ const checkKey = (key: string) => (key.length === 0 ? fail("the key must not be 
  */
 const withAdmin = <A>(
   flags: Flags,
-  use: (client: LockAdmin.Client, timeoutMillis: number) => Effect.Effect<A, LockRedisError | InvalidArgument>
+  use: (
+    client: LockAdmin.Client,
+    timeoutMillis: number,
+    connection: Connection.Connection
+  ) => Effect.Effect<A, LockRedisError | InvalidArgument, Scope.Scope>
 ): Effect.Effect<A, CommandFailed> =>
   Effect.flatMap(Connection.fromFlags(flags), (connection) => {
     const secrets = Connection.secretsOf(connection)
     const failed = (reason: string) =>
       new CommandFailed({ message: Connection.redact(`${connection.description}: ${reason}`, secrets) })
     return Effect.scoped(
-      Effect.flatMap(Connection.connect(connection), (client) => use(client, connection.timeoutMillis))
+      Effect.flatMap(Connection.connect(connection), (client) => use(client, connection.timeoutMillis, connection))
     ).pipe(
       Effect.mapError((error) => (error instanceof CommandFailed ? error : failed(error.message))),
       Effect.catchDefect((defect) => Effect.fail(failed(`unexpected failure: ${Connection.reasonOf(defect)}`)))
@@ -313,15 +325,108 @@ const semaphore = Command.make("semaphore").pipe(
   Command.withSubcommands([semaphoreInspect, semaphoreList, semaphoreRelease])
 )
 
+const electionFlags = {
+  ...connectionFlags,
+  namespace: Flag.String("namespace").pipe(
+    Flag.withDescription('The election namespace (Election.make\'s `namespace`; default "election")'),
+    Flag.withDefault("election")
+  )
+}
+
+const electionArgument = Argument.String("name").pipe(
+  Argument.withDescription("The election's name as the application passes it to campaign")
+)
+
 /**
- * The `sage-lock` command with its subcommands `inspect`, `list`, `release` and `semaphore`.
+ * Runs `use` with an election client over the connection the flags describe (it never campaigns),
+ * closed afterwards; failures as for `withAdmin`.
+ */
+const withElections = <A>(
+  flags: Flags,
+  use: (elections: Election.ElectionClient) => Effect.Effect<A, LockRedisError | InvalidArgument, Scope.Scope>
+): Effect.Effect<A, CommandFailed> =>
+  withAdmin(flags, (client, timeoutMillis, connection) =>
+    Effect.gen(function* () {
+      const backend = yield* Effect.suspend(() => {
+        switch (connection.target._tag) {
+          case "Sentinel":
+            return NodeRedisBackend.fromSentinel(client as unknown as NodeRedisBackend.SharedSentinel)
+          case "Cluster":
+            return NodeRedisBackend.fromCluster(client as unknown as NodeRedisBackend.SharedCluster)
+          default:
+            return NodeRedisBackend.fromClient(client as unknown as NodeRedisBackend.SharedClient)
+        }
+      })
+      const elections = yield* Election.make({
+        namespace: flags.namespace,
+        observeInterval: Math.max(100, Math.min(1_000, timeoutMillis))
+      }).pipe(Effect.provideService(LockBackend, backend))
+      return yield* use(elections)
+    })
+  )
+
+const leader = Command.make("leader", { name: electionArgument, json, ...electionFlags }, (input) =>
+  printed(
+    Effect.gen(function* () {
+      yield* checkNamespace(input.namespace)
+      yield* checkKey(input.name)
+      const state = yield* withElections(input, (elections) => elections.leader(input.name))
+      const report = ElectionOutput.leaderReport(input.name, state)
+      yield* Console.log(input.json ? JSON.stringify(report) : ElectionOutput.leaderText(report))
+    })
+  )
+).pipe(
+  Command.withDescription("Show who leads an election: term, candidate, since when, and what it proclaimed"),
+  Command.withExamples([{ command: "sage-lock leader scheduler --namespace billing", description: "One election" }])
+)
+
+const watch = Command.make(
+  "watch",
+  {
+    name: electionArgument,
+    count: Flag.Int("count").pipe(
+      Flag.withDescription("Stop after printing this many states (default: run until interrupted)"),
+      Flag.optional
+    ),
+    json,
+    ...electionFlags
+  },
+  (input) =>
+    printed(
+      Effect.gen(function* () {
+        yield* checkNamespace(input.namespace)
+        yield* checkKey(input.name)
+        const count = input.count._tag === "Some" ? input.count.value : undefined
+        if (count !== undefined && count < 1) return yield* fail("--count must be at least 1")
+        yield* withElections(input, (elections) => {
+          const states = elections.observe(input.name)
+          return Stream.runForEach(count === undefined ? states : Stream.take(states, count), (state) => {
+            const report = ElectionOutput.leaderReport(input.name, state)
+            return Console.log(input.json ? JSON.stringify(report) : ElectionOutput.watchText(report, new Date()))
+          })
+        })
+      })
+    )
+).pipe(
+  Command.withDescription("Print who leads an election, then every change of leader as it happens, in term order"),
+  Command.withExamples([
+    { command: "sage-lock watch scheduler --namespace billing", description: "Until Ctrl-C" },
+    { command: "sage-lock watch scheduler --count 2 --json", description: "The current leader and the next change" }
+  ])
+)
+
+/**
+ * The `sage-lock` command with its subcommands `inspect`, `list`, `release`, `semaphore`, `leader`
+ * and `watch`.
  *
  * @category constructors
  * @since 0.2.0
  */
 export const command: Command.Command<"sage-lock", {}, {}, CommandFailed, never> = Command.make("sage-lock").pipe(
-  Command.withDescription("Inspect, list and force-release @sage/lock locks and semaphores on Redis or Valkey"),
-  Command.withSubcommands([inspect, list, release, semaphore])
+  Command.withDescription(
+    "Inspect, list and force-release @sage/lock locks and semaphores, and watch elections, on Redis or Valkey"
+  ),
+  Command.withSubcommands([inspect, list, release, semaphore, leader, watch])
 )
 
 // Credentials typed into a URL must not come back in a parse error. A password may hold `/`, `?`,

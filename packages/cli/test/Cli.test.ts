@@ -14,7 +14,7 @@ import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer } from "@sage/lock-testkit"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import packageJson from "../package.json" with { type: "json" }
-import { fails, inspectListRelease, namespace, runCli, succeeds } from "./harness.ts"
+import { fails, inspectListRelease, leaderAndWatch, namespace, runCli, succeeds } from "./harness.ts"
 
 class Server extends Context.Service<Server, RedisServer.RedisServer>()("@sage/lock-cli/test/Server") {}
 
@@ -103,6 +103,14 @@ layer(ServerLive, { excludeTestServices: true })("sage-lock on a standalone serv
       assert.include(released, "released")
       assert.strictEqual(yield* Fiber.join(waiter), "served", "the line got the released permits")
       yield* Fiber.interrupt(holder)
+    })
+  )
+
+  it.effect("leader and watch: who leads, then each change in term order", () =>
+    Effect.gen(function* () {
+      const server = yield* Server
+      const backend = yield* NodeRedisBackend.make({ url: server.url })
+      yield* leaderAndWatch(["--url", server.url], backend)
     })
   )
 

@@ -1,4 +1,4 @@
-// sage-lock on the replicated deployments: the inspect / list / release scenario through Sentinel
+// sage-lock on the replicated deployments: the inspect / list / release and leader / watch scenarios through Sentinel
 // (--sentinel, --master) and Cluster (--cluster, listing every master), and what only these flags can
 // get wrong (a master name the sentinels do not know). One topology per deployment for the file.
 import { assert, describe, it, layer } from "@effect/vitest"
@@ -10,7 +10,7 @@ import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ClusterTopology, SentinelTopology } from "@sage/lock-testkit"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
-import { fails, inspectListRelease, namespace, succeeds } from "./harness.ts"
+import { fails, inspectListRelease, leaderAndWatch, namespace, succeeds } from "./harness.ts"
 
 class Sentinel extends Context.Service<Sentinel, SentinelTopology.SentinelTopology>()("@sage/lock-cli/test/Sentinel") {}
 class Cluster extends Context.Service<Cluster, ClusterTopology.ClusterTopology>()("@sage/lock-cli/test/Cluster") {}
@@ -34,6 +34,17 @@ layer(SentinelLive, { excludeTestServices: true, timeout: "30 seconds" })("sage-
         ["--sentinel", addresses(topology.sentinelNodes), "--master", topology.masterName],
         backend
       )
+    })
+  )
+
+  it.effect("leader and watch through Sentinel", () =>
+    Effect.gen(function* () {
+      const topology = yield* Sentinel
+      const backend = yield* NodeRedisBackend.makeSentinel({
+        name: topology.masterName,
+        sentinels: topology.sentinelNodes
+      })
+      yield* leaderAndWatch(["--sentinel", addresses(topology.sentinelNodes), "--master", topology.masterName], backend)
     })
   )
 
@@ -63,6 +74,16 @@ layer(ClusterLive, { excludeTestServices: true, timeout: "30 seconds" })("sage-l
       })
       // One root node is enough: the client learns the others from it.
       yield* inspectListRelease(["--cluster", addresses(topology.rootNodes.slice(0, 1))], backend)
+    })
+  )
+
+  it.effect("leader and watch on a Cluster", () =>
+    Effect.gen(function* () {
+      const topology = yield* Cluster
+      const backend = yield* NodeRedisBackend.makeCluster({
+        rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+      })
+      yield* leaderAndWatch(["--cluster", addresses(topology.rootNodes.slice(0, 1))], backend)
     })
   )
 

@@ -1,6 +1,7 @@
 // Running `sage-lock` in-process as the binary does (Cli.run on Node's services) with its output
-// captured, and the scenario every deployment goes through: a lock held by the library is inspected,
-// listed, refused a release without --force and forced free with it.
+// captured, and the scenarios every deployment goes through: a lock held by the library is inspected,
+// listed, refused a release without --force and forced free with it; an election's leader is shown
+// and watched through a resignation.
 import { NodeServices } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -10,7 +11,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { TestConsole } from "effect/testing"
-import { Lease, Lock } from "@sage/lock"
+import { Election, Lease, Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import * as Cli from "../src/Cli.ts"
 
@@ -115,4 +116,53 @@ export const inspectListRelease = (connection: ReadonlyArray<string>, backend: L
     assert.include(yield* succeeds(["release", "job:1", "--force", ...flags]), "was not held")
     const lost = yield* Fiber.join(holder).pipe(Effect.flip)
     assert.strictEqual(lost._tag, "LockLost", "the holder finds the key gone at its next renewal")
+  })
+
+/**
+ * The election scenario every deployment goes through: `leader` before and while a campaign leads,
+ * and `watch` printing the leader and then, after it resigns, that nobody leads.
+ */
+export const leaderAndWatch = (connection: ReadonlyArray<string>, backend: LockBackend["Service"]) =>
+  Effect.gen(function* () {
+    const ns = namespace("elect")
+    const elections = yield* Election.make({ namespace: ns, candidate: "worker-1" }).pipe(
+      Effect.provideService(LockBackend, backend)
+    )
+    const url = [...connection, "--namespace", ns]
+    assert.strictEqual(yield* succeeds(["leader", "cron", ...url]), "cron: nobody leads")
+    const resign = yield* Deferred.make<void>()
+    const leading = yield* Deferred.make<number>()
+    const leader = yield* Effect.forkChild(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const leadership = yield* elections.campaign("cron", { value: "10.0.0.7:8080" })
+          yield* Deferred.succeed(leading, leadership.term)
+          yield* Deferred.await(resign)
+          yield* leadership.resign
+        })
+      )
+    )
+    const term = yield* Deferred.await(leading)
+    const report = JSON.parse(yield* succeeds(["leader", "cron", "--json", ...url]))
+    assert.deepStrictEqual(
+      [report.election, report.leader.term, report.leader.candidate, report.leader.value, report.leader.revision],
+      ["cron", term, "worker-1", "10.0.0.7:8080", 1]
+    )
+    const text = yield* succeeds(["leader", "cron", ...url])
+    assert.include(text, `cron: term ${term} led by worker-1 since `)
+    assert.include(text, 'value="10.0.0.7:8080"')
+    // The watch prints the leader, then (after the resignation) that nobody leads, and stops.
+    const watching = yield* Effect.forkChild(succeeds(["watch", "cron", "--count", "2", "--json", ...url]))
+    yield* Effect.sleep("500 millis")
+    yield* Deferred.succeed(resign, undefined)
+    yield* Fiber.join(leader)
+    const lines = (yield* Fiber.join(watching))
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
+    assert.deepStrictEqual(
+      lines.map((line) => line.leader?.term ?? null),
+      [term, null]
+    )
+    assert.include(yield* fails(["watch", "cron", "--count", "0", ...url]), "--count must be at least 1")
   })
