@@ -269,7 +269,7 @@ export const make: (
         const key = encodeKey(KeyCodec.string, settings.namespace, name)
         return Result.isFailure(key)
           ? Stream.fail(key.failure)
-          : observeKey(backend, elections, key.success, observeMillis, timeoutMillis)
+          : observeKey(backend, elections, key.success, observeMillis, timeoutMillis, settings.namespace)
       },
       run: (name, work, given = {}) =>
         Effect.gen(function* () {

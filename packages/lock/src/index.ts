@@ -94,6 +94,14 @@ export * as ReadWriteLock from "./ReadWriteLock.ts"
 export * as Election from "./Election.ts"
 
 /**
+ * The metrics every election client records: terms won, how long each lead lasted, and how late
+ * observers see a new term.
+ *
+ * @since 0.4.0
+ */
+export * as ElectionMetrics from "./ElectionMetrics.ts"
+
+/**
  * `Leadership`: what a leader holds while it leads an election (`Election.campaign`).
  *
  * @since 0.4.0

@@ -5,11 +5,13 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
 import fc from "fast-check"
 import * as Election from "../src/Election.ts"
+import * as ElectionMetrics from "../src/ElectionMetrics.ts"
 import type { Leadership } from "../src/Leadership.ts"
 import { type ElectionView, LockBackend } from "../src/LockBackend.ts"
 import * as MemoryBackend from "../src/MemoryBackend.ts"
@@ -192,6 +194,34 @@ describe("Election (in memory)", () => {
       assert.strictEqual(most, 1, "never two leaders at once")
       yield* Effect.forEach(fibers, Fiber.interrupt)
     })
+  )
+
+  it.effect("metrics: terms won, each lead's duration by how it ended, and observers' lag", () =>
+    Effect.gen(function* () {
+      const backend = yield* MemoryBackend.make
+      const elections = yield* client(backend, { namespace: "metered" })
+      const observer = yield* Effect.forkChild(Stream.runDrain(elections.observe("m")))
+      yield* settle
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const leadership = yield* elections.campaign("m")
+          yield* settle
+          yield* TestClock.adjust("3 seconds")
+          yield* leadership.resign
+        })
+      )
+      yield* settle
+      yield* Fiber.interrupt(observer)
+      const attributes = { namespace: "metered" }
+      const terms = yield* Metric.value(Metric.withAttributes(ElectionMetrics.terms, attributes))
+      assert.strictEqual(terms.count, 1)
+      const durations = yield* Metric.value(
+        Metric.withAttributes(ElectionMetrics.leadershipDuration, { ...attributes, outcome: "resigned" })
+      )
+      assert.deepStrictEqual([durations.count, durations.sum], [1, 3])
+      const lag = yield* Metric.value(Metric.withAttributes(ElectionMetrics.observerLag, attributes))
+      assert.strictEqual(lag.count, 1, "the observer saw one new term")
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 
   it("observers never show a term going back, an ended term again, or the same state twice", () => {

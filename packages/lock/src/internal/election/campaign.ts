@@ -1,10 +1,13 @@
 // `Election.campaign` and `Election.run`: leadership is the election's lock held in a scope of its
 // own (so `resign` can end it while the caller's scope stays open), the grant's fencing token is
 // the term, and the first proclamation makes the leader known before `campaign` returns.
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
+import * as ElectionMetrics from "../../ElectionMetrics.ts"
 import type { Leadership } from "../../Leadership.ts"
 import type { Handle } from "../../Lease.ts"
 import type { Elections } from "../../LockBackend.ts"
@@ -92,6 +95,11 @@ export const campaign = (
   campaigns: Campaigns,
   candidacy: Candidacy
 ): Effect.Effect<Leadership, LockError, Scope.Scope> =>
+  Effect.withSpan(campaignOnce(campaigns, candidacy), "Election.campaign", {
+    attributes: { "election.key": candidacy.key, "election.candidate": candidacy.candidate }
+  })
+
+const campaignOnce = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect<Leadership, LockError, Scope.Scope> =>
   Effect.gen(function* () {
     const outer = yield* Scope.Scope
     const inner = yield* Scope.fork(outer, "sequential")
@@ -109,7 +117,25 @@ export const campaign = (
     )
     leading = true
     const term = handle.fencingToken
+    yield* Effect.annotateCurrentSpan("election.term", term)
     yield* Effect.onError(proclaimAs(campaigns, candidacy, term, candidacy.value), () => Scope.close(inner, Exit.void))
+    const attributes = { namespace: campaigns.namespace }
+    yield* Metric.update(Metric.withAttributes(ElectionMetrics.terms, attributes), 1)
+    const wonAt = yield* Clock.currentTimeMillis
+    // Added after the lock's own finalizer, so it runs before the release: whether the lead was
+    // lost is still the lease's to say.
+    yield* Scope.addFinalizer(
+      inner,
+      Effect.gen(function* () {
+        const held = yield* Effect.exit(handle.ensure)
+        const outcome = Exit.isSuccess(held) ? "resigned" : "lost"
+        const seconds = ((yield* Clock.currentTimeMillis) - wonAt) / 1000
+        yield* Metric.update(
+          Metric.withAttributes(ElectionMetrics.leadershipDuration, { ...attributes, outcome }),
+          seconds
+        )
+      })
+    )
     let value = candidacy.value
     let resigned = false
     const ended: Effect.Effect<void, LockLost> = Effect.catchIf(

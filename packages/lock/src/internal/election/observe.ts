@@ -7,9 +7,12 @@
 // revision), or nobody leading after a leader. A term that was shown ending never comes back, and a
 // lower term is never shown after a higher one (a read from a master that lost writes in a failover
 // can answer an older state: it is skipped).
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as ElectionMetrics from "../../ElectionMetrics.ts"
 import { observerId } from "../../ElectionScripts.ts"
 import type { Backend, Elections, ElectionView, LeaderRecord } from "../../LockBackend.ts"
 import type { LockRedisError } from "../../LockError.ts"
@@ -78,17 +81,27 @@ export const observe = (
   elections: Elections,
   key: string,
   intervalMillis: number,
-  timeoutMillis: number
+  timeoutMillis: number,
+  namespace: string
 ): Stream.Stream<Option.Option<LeaderRecord>, LockRedisError> => {
   const wait: Effect.Effect<unknown, LockRedisError> =
     backend.wakeups === undefined
       ? Effect.sleep(intervalMillis)
       : backend.wakeups.await(key, observerId, intervalMillis)
   const read = readView(elections, key, timeoutMillis, intervalMillis)
+  const lag = Metric.withAttributes(ElectionMetrics.observerLag, { namespace })
   const next = (shown: Shown): Effect.Effect<readonly [Option.Option<LeaderRecord>, Shown], LockRedisError> =>
     Effect.flatMap(shown.first ? read : Effect.andThen(wait, read), (view) => {
       const step = advance(shown, view)
-      return step === undefined ? next(shown) : Effect.succeed(step)
+      if (step === undefined) return next(shown)
+      const [element] = step
+      // A term seen for the first time: how long after its start.
+      if (Option.isNone(element) || element.value.revision !== 1 || shown.first) return Effect.succeed(step)
+      const since = element.value.since
+      return Effect.as(
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Metric.update(lag, Math.max(0, now - since) / 1000)),
+        step
+      )
     })
   return Stream.unfold(start, next)
 }
