@@ -46,7 +46,11 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
     it.live("an observer whose connections are killed resumes at the current term", () =>
       Effect.gen(function* () {
         const server = yield* RedisServer.start({ flavor })
-        const options = { namespace: namespace("obs"), leaseDuration: "10 seconds", observeInterval: "300 millis" }
+        const options = {
+          namespace: namespace("obs"),
+          leaseDuration: "10 seconds",
+          observeInterval: "300 millis"
+        } as const
         const a = yield* electionsOn(server.url, { ...options, candidate: "a" })
         const b = yield* electionsOn(server.url, { ...options, candidate: "b" })
         const observer = yield* electionsOn(server.url, options)
@@ -82,7 +86,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const terms = seen.map(termOf).filter((term) => term > 0)
         assert.deepStrictEqual(
           terms,
-          [...new Set(terms)].sort((x, y) => x - y),
+          [...new Set(terms)].toSorted((x, y) => x - y),
           "terms rise, none repeated"
         )
       })
