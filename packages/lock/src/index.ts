@@ -78,6 +78,13 @@ export * as Semaphore from "./Semaphore.ts"
 export * as SemaphoreScripts from "./SemaphoreScripts.ts"
 
 /**
+ * The metric every semaphore client records: the permits its bodies hold now.
+ *
+ * @since 0.3.0
+ */
+export * as SemaphoreMetrics from "./SemaphoreMetrics.ts"
+
+/**
  * The `ReadWriteLock` service: `withReadLock`, `withWriteLock` and their `try` and scoped forms:
  * many readers or one writer, first come, first served.
  *

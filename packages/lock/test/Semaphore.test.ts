@@ -6,6 +6,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/testing/TestClock"
 import fc from "fast-check"
@@ -14,6 +15,7 @@ import { LockBackend } from "../src/LockBackend.ts"
 import * as MemoryBackend from "../src/MemoryBackend.ts"
 import * as ReadWriteLock from "../src/ReadWriteLock.ts"
 import * as Semaphore from "../src/Semaphore.ts"
+import * as SemaphoreMetrics from "../src/SemaphoreMetrics.ts"
 
 const client = (backend: LockBackend["Service"], options: Semaphore.SemaphoreOptions = {}) =>
   Semaphore.make({ leaseDuration: "1 second", ...options }).pipe(Effect.provideService(LockBackend, backend))
@@ -24,6 +26,32 @@ const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
     : undefined
 
 describe("Semaphore (in memory)", () => {
+  it.effect("the permits gauge counts what bodies hold while they run, by namespace", () =>
+    Effect.gen(function* () {
+      const backend = yield* MemoryBackend.make
+      const semaphores = yield* client(backend, { namespace: "gauged" })
+      const held = Effect.map(
+        Metric.value(Metric.withAttributes(SemaphoreMetrics.permitsHeld, { namespace: "gauged" })),
+        (state) => state.value
+      )
+      const inside = yield* Deferred.make<void>()
+      const leave = yield* Deferred.make<void>()
+      const fiber = yield* Effect.forkChild(
+        semaphores.withPermits("k", { limit: 5, permits: 2, waitTimeout: "1 second" })(
+          Effect.andThen(Deferred.succeed(inside, undefined), Deferred.await(leave))
+        )
+      )
+      yield* Deferred.await(inside)
+      const during = yield* held
+      yield* semaphores.tryWithPermits("k", { limit: 5, permits: 3 })(
+        Effect.flatMap(held, (both) => Effect.sync(() => assert.strictEqual(both, 5)))
+      )
+      yield* Deferred.succeed(leave, undefined)
+      yield* Fiber.join(fiber)
+      assert.deepStrictEqual([during, yield* held], [2, 0])
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
   it.effect("bad permits and limits are InvalidArgument naming the option, before any server call", () =>
     Effect.gen(function* () {
       const backend = yield* MemoryBackend.make
