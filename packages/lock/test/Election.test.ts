@@ -15,7 +15,7 @@ import * as ElectionMetrics from "../src/ElectionMetrics.ts"
 import type { Leadership } from "../src/Leadership.ts"
 import { type ElectionView, LockBackend } from "../src/LockBackend.ts"
 import * as MemoryBackend from "../src/MemoryBackend.ts"
-import { advance } from "../src/internal/election/observe.ts"
+import { advance, start } from "../src/internal/election/observe.ts"
 
 const client = (backend: LockBackend["Service"], options: Election.ElectionOptions = {}) =>
   Election.make({ leaseDuration: "1 second", ...options }).pipe(Effect.provideService(LockBackend, backend))
@@ -237,13 +237,13 @@ describe("Election (in memory)", () => {
     )
     fc.assert(
       fc.property(fc.array(view, { maxLength: 40 }), (views) => {
-        let shown = { first: true, term: 0, revision: 0, vacant: false }
+        let shown = start
         const emitted: Array<Option.Option<{ term: number; revision: number }>> = []
         for (const v of views) {
           const step = advance(shown, v)
           if (step === undefined) continue
-          emitted.push(step[0])
-          shown = step[1]
+          if (step.element !== undefined) emitted.push(step.element)
+          shown = step.shown
         }
         const ended = new Set<number>()
         let last: { term: number; revision: number } | undefined
