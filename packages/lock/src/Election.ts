@@ -29,14 +29,16 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as KeyCodec from "./KeyCodec.ts"
 import type { Leadership } from "./Leadership.ts"
-import * as Lock from "./Lock.ts"
 import { LockBackend, type LeaderRecord } from "./LockBackend.ts"
 import type { InvalidArgument, LockError, LockRedisError } from "./LockError.ts"
+import * as Calls from "./internal/calls.ts"
 import * as Campaign from "./internal/election/campaign.ts"
 import { observe as observeKey } from "./internal/election/observe.ts"
 import { encodeKey } from "./internal/encodeKey.ts"
 import { checkOptions, invalid, makeSettings, positiveMillis } from "./internal/settings.ts"
+import { acquireScoped } from "./internal/scoped.ts"
 import { newToken } from "./internal/token.ts"
+import type { Warnings } from "./internal/warnings.ts"
 
 /**
  * Who leads an election: the term, the candidate's id, what it proclaimed last, since when (ms since
@@ -223,14 +225,22 @@ export const make: (
     if (elections === undefined) {
       return yield* invalid("backend", backend.description, "does not support elections (it has no `elections`)")
     }
-    const lock = yield* Lock.make({
-      leaseDuration,
-      namespace: settings.namespace,
-      replicaAcknowledgement: settings.replicaAcknowledgement
-    }).pipe(Effect.provideService(LockBackend, backend))
+    // The election's locks: a lock client's machinery (renewal scheduler, metrics, warnings) under
+    // the election's namespace and lease.
+    const shared = yield* Calls.makeShared(backend, settings)
+    const quietWarnings: Warnings = {
+      warn: (kind, key, message, cause) =>
+        kind === "scopeLost" ? Effect.void : shared.warnings.warn(kind, key, message, cause)
+    }
+    const acquire: Campaign.Campaigns["acquire"] = (name, waitMillis, interruptOnLoss, quiet) =>
+      acquireScoped(
+        (body) => Calls.withLock(shared, KeyCodec.string, name, waitMillis, body),
+        interruptOnLoss,
+        quiet ? quietWarnings : shared.warnings
+      )
     const timeoutMillis = Math.max(50, Math.min(2_000, Math.floor(settings.usableLeaseMillis / 4)))
     const campaigns: Campaign.Campaigns = {
-      lock,
+      acquire,
       elections,
       namespace: settings.namespace,
       timeoutMillis,

@@ -5,6 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
@@ -158,6 +159,45 @@ describe("Election (in memory)", () => {
           assert.strictEqual(Option.getOrThrow(yield* elections.leader("other")).value, "new")
         })
       )
+    })
+  )
+
+  it.effect("run: a lost lead is logged once, by run, and the loop campaigns again", () =>
+    Effect.gen(function* () {
+      const memory = yield* MemoryBackend.make
+      let renewals = true
+      const backend: LockBackend["Service"] = {
+        ...memory,
+        renewAll: undefined,
+        renew: (request) => (renewals ? memory.renew(request) : Effect.succeed(false))
+      }
+      const warnings: Array<string> = []
+      const logger = Logger.make((options) => {
+        if (options.logLevel === "Warn") warnings.push(String(options.message))
+      })
+      const elections = yield* client(backend)
+      const terms: Array<number> = []
+      const fiber = yield* Effect.forkChild(
+        elections
+          .run("loop", (leadership) =>
+            Effect.andThen(
+              Effect.sync(() => terms.push(leadership.term)),
+              Effect.never
+            )
+          )
+          .pipe(Effect.provide(Logger.layer([logger])))
+      )
+      yield* settle
+      renewals = false
+      // The renewal finds the lead gone; run waits its rejoin delay (1 s) and leads again.
+      yield* TestClock.adjust("1 second")
+      renewals = true
+      yield* TestClock.adjust("1 second")
+      yield* settle
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(terms.length, 2, "led again after the loss")
+      assert.strictEqual(warnings.length, 1, `one warning: ${JSON.stringify(warnings)}`)
+      assert.include(warnings[0], "the lead ended")
     })
   )
 

@@ -12,13 +12,20 @@ import type { Leadership } from "../../Leadership.ts"
 import type { Handle } from "../../Lease.ts"
 import type { Elections } from "../../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost, type LockRedisError } from "../../LockError.ts"
-import type { LockClient } from "../../Lock.ts"
 import { invalid } from "../settings.ts"
 
 /** What every campaign of one election client shares. */
 export interface Campaigns {
-  /** The lock client of the elections (their namespace and lease). */
-  readonly lock: LockClient<string>
+  /**
+   * Holds the election's lock in the scope, as `Lock.acquire` does; `quiet` leaves out the warning
+   * a lock held by a scope logs when it is lost (for `run`, which logs the loss itself).
+   */
+  readonly acquire: (
+    name: string,
+    waitMillis: number,
+    interruptOnLoss: boolean,
+    quiet: boolean
+  ) => Effect.Effect<Handle, LockError, Scope.Scope>
   readonly elections: Elections
   readonly namespace: string
   /** The time limit of one proclamation or read. */
@@ -37,6 +44,8 @@ export interface Candidacy {
   /** How long to wait for the lead; `undefined` waits for as long as it takes. */
   readonly waitMillis: number | undefined
   readonly interruptOnLoss: boolean
+  /** Whether a loss goes unlogged here (the caller logs it). */
+  readonly quiet?: boolean | undefined
 }
 
 /** Waits for as long as it takes, in waits of this length (each a new place at the back of the line). */
@@ -80,7 +89,7 @@ const proclaimAs = (
 /** Takes the election's lock in `scope`, waiting as the candidacy says. */
 const acquireLead = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect<Handle, LockError, Scope.Scope> => {
   const attempt = (millis: number) =>
-    campaigns.lock.acquire(candidacy.name, { waitTimeout: millis, interruptOnLoss: candidacy.interruptOnLoss })
+    campaigns.acquire(candidacy.name, millis, candidacy.interruptOnLoss, candidacy.quiet === true)
   if (candidacy.waitMillis !== undefined) return attempt(candidacy.waitMillis)
   const forever: Effect.Effect<Handle, LockError, Scope.Scope> = Effect.catchTag(
     attempt(waitChunkMillis),
@@ -189,7 +198,7 @@ export const run = <E, R>(
   work: (leadership: Leadership) => Effect.Effect<unknown, E, R>
 ): Effect.Effect<never, E | InvalidArgument | LockRedisError, R> => {
   const term = Effect.scoped(
-    Effect.flatMap(campaign(campaigns, { ...candidacy, interruptOnLoss: false }), (leadership) =>
+    Effect.flatMap(campaign(campaigns, { ...candidacy, interruptOnLoss: false, quiet: true }), (leadership) =>
       Effect.andThen(leadership.lead(work(leadership)), leadership.resign)
     )
   )
