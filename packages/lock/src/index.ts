@@ -121,3 +121,11 @@ export * as Leadership from "./Leadership.ts"
  * @since 0.4.0
  */
 export * as ElectionScripts from "./ElectionScripts.ts"
+
+/**
+ * The Promise API: locks, semaphores and elections for code outside Effect, with `AbortSignal`s
+ * and `await using` handles.
+ *
+ * @since 0.4.0
+ */
+export * as PromiseClient from "./PromiseClient.ts"

@@ -130,7 +130,8 @@ layer(StandaloneLive, { excludeTestServices: true })(`a one-shot program on a ${
     ["fromClient", "over layerFromClient, the application closing its client after the program"],
     ["effectRedis", "over EffectRedisBackend (wake-ups on) and NodeRedis.layer"],
     ["managedRuntime", "through a ManagedRuntime of the lock layer, disposed after the program"],
-    ["runMain", "through NodeRuntime.runMain"]
+    ["runMain", "through NodeRuntime.runMain"],
+    ["promiseClient", "through a PromiseClient (locks, permits, a lead, an observer), closed after its calls"]
   ]
   for (const [kind, label] of cases) {
     it.effect(

@@ -22,7 +22,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { createHook } from "node:async_hooks"
-import { Lock } from "@sage/lock"
+import { Lock, PromiseClient } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import * as MemoryBackend from "@sage/lock/MemoryBackend"
 import { createClient } from "redis"
@@ -31,7 +31,15 @@ import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 /** How the program is run, and over which backend. */
 export type Case =
-  "memory" | "standalone" | "fromClient" | "effectRedis" | "sentinel" | "cluster" | "managedRuntime" | "runMain"
+  | "memory"
+  | "standalone"
+  | "fromClient"
+  | "effectRedis"
+  | "sentinel"
+  | "cluster"
+  | "managedRuntime"
+  | "runMain"
+  | "promiseClient"
 
 export interface Target {
   readonly namespace: string
@@ -175,6 +183,27 @@ const run = async (): Promise<void> => {
       } finally {
         await runtime.dispose()
       }
+      return
+    }
+    case "promiseClient": {
+      // Code outside Effect: every kind of call of the Promise client, then `close()`.
+      const client = PromiseClient.make(NodeRedisBackend.layer({ url: target.url! }), {
+        lock: { namespace },
+        semaphore: { namespace },
+        election: { namespace }
+      })
+      await client.using("solo", { waitTimeout: 5_000 }, async () => {})
+      await client.tryUsing("try", async () => {})
+      // What `await using` calls at the end of its block (Node 22 does not parse `await using` yet).
+      const held = await client.acquire("held", { waitTimeout: 5_000 })
+      await held[Symbol.asyncDispose]()
+      await client.withPermits("pool", { limit: 2, waitTimeout: 5_000 }, async () => {})
+      const lead = await client.campaign("leader")
+      for await (const state of client.observe("leader")) if (state?.term === lead.term) break
+      await lead.resign()
+      print(`work-ended ${now()}`)
+      print(`during ${JSON.stringify(resources())}`)
+      await client.close()
       return
     }
     case "runMain":
