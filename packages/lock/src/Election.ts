@@ -125,8 +125,9 @@ export interface ElectionClient {
   readonly candidate: string
   /**
    * Waits for the lead of `name` and holds it until the scope closes or the leader resigns; the
-   * value is proclaimed before it returns. Fails with `TimedOut` (only with a `waitTimeout`),
-   * `InvalidArgument` or a `LockRedisError` that is not temporary.
+   * value is proclaimed before it returns (a lead whose first proclamation cannot be written within
+   * its lease is given back, and the campaign goes on). Fails with `TimedOut` (only with a
+   * `waitTimeout`), `InvalidArgument` or a `LockRedisError` that is not temporary.
    */
   readonly campaign: (name: string, options?: CampaignOptions) => Effect.Effect<Leadership, LockError, Scope.Scope>
   /** Who leads `name` now: `None` when nobody leads, or the leader has not proclaimed yet. */

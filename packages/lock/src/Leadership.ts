@@ -39,8 +39,11 @@ export interface Leadership {
   /** Completes when the lead ends by `resign` or the scope's close; fails with `LockLost` when it is lost. */
   readonly ended: Effect.Effect<void, LockLost>
   /**
-   * Runs `work` while leading: `Some(result)` when it completes first, `None` when the leader resigns
-   * first (the work is interrupted), `LockLost` when the lead is lost first (interrupted too).
+   * Runs `work` while leading: `Some(result)` when it completes first and the lead is confirmed
+   * then (the lease still valid, and the lock still this lead's at the server); `None` when the
+   * leader resigns first (the work is interrupted); `LockLost` when the lead is lost first (the work
+   * is interrupted) or is found lost when the work completes (`bodyCompleted: true`: it ran, perhaps
+   * in part, without the lead, as after a pause longer than the lease).
    */
   readonly lead: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.Effect<Option.Option<A>, E | LockLost, R>
 }

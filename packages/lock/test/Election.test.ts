@@ -15,6 +15,7 @@ import * as Election from "../src/Election.ts"
 import * as ElectionMetrics from "../src/ElectionMetrics.ts"
 import type { Leadership } from "../src/Leadership.ts"
 import { type ElectionView, LockBackend } from "../src/LockBackend.ts"
+import { LockRedisError } from "../src/LockError.ts"
 import * as MemoryBackend from "../src/MemoryBackend.ts"
 import { advance, start } from "../src/internal/election/observe.ts"
 
@@ -159,6 +160,71 @@ describe("Election (in memory)", () => {
           assert.strictEqual(Option.getOrThrow(yield* elections.leader("other")).value, "new")
         })
       )
+    })
+  )
+
+  it.effect("lead: work that completes after the lock was lost at the server fails with LockLost", () =>
+    Effect.gen(function* () {
+      const memory = yield* MemoryBackend.make
+      let held = true
+      // A backend whose server no longer holds the key once `held` is false (renewals are not due yet).
+      const backend: LockBackend["Service"] = {
+        ...memory,
+        check: (request) => (held ? memory.check(request) : Effect.succeed(false))
+      }
+      const elections = yield* client(backend, { leaseDuration: "1 minute" })
+      const exit = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const leadership = yield* elections.campaign("job", { interruptOnLoss: false })
+          assert.deepStrictEqual(yield* leadership.lead(Effect.succeed(1)), Option.some(1))
+          held = false
+          return yield* Effect.exit(leadership.lead(Effect.succeed(2)))
+        })
+      )
+      const lost = failureOf(exit) as { _tag?: string; bodyCompleted?: boolean } | undefined
+      assert.deepStrictEqual([lost?._tag, lost?.bodyCompleted], ["LockLost", true])
+    })
+  )
+
+  it.effect("campaign: a lock won but not proclaimable within its lease is given back, and the campaign goes on", () =>
+    Effect.gen(function* () {
+      const memory = yield* MemoryBackend.make
+      let refusals = 0
+      const elections_ = memory.elections!
+      // The first proclamation meets a server that takes no writes for longer than the lease.
+      const backend: LockBackend["Service"] = {
+        ...memory,
+        elections: {
+          ...elections_,
+          proclaim: (request) =>
+            refusals++ === 0
+              ? Effect.andThen(
+                  Effect.sleep("3 seconds"),
+                  Effect.fail(
+                    new LockRedisError({
+                      command: "EVALSHA",
+                      kind: "timeout",
+                      code: "TIMEOUT",
+                      reply: "no reply",
+                      retryable: true,
+                      mayHaveExecuted: false
+                    })
+                  )
+                )
+              : elections_.proclaim(request)
+        }
+      }
+      const elections = yield* client(backend)
+      const fiber = yield* Effect.forkChild(
+        Effect.scoped(Effect.map(elections.campaign("job", { waitTimeout: "1 minute" }), (l) => l.term))
+      )
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      const term = yield* Fiber.join(fiber)
+      assert.isAbove(term, 0)
+      assert.strictEqual(refusals, 2, "proclaimed on the second win")
     })
   )
 

@@ -1,7 +1,9 @@
 // `Election.campaign` and `Election.run`: leadership is the election's lock held in a scope of its
 // own (so `resign` can end it while the caller's scope stays open), the grant's fencing token is
 // the term, and the first proclamation makes the leader known before `campaign` returns.
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
@@ -58,12 +60,16 @@ export const checkValue = (value: unknown): Effect.Effect<string, InvalidArgumen
 const notLeading = (campaigns: Campaigns, key: string): LockLost =>
   new LockLost({ key, namespace: campaigns.namespace, phase: "renew", reason: "ownership", bodyCompleted: false })
 
-/** Writes `value` as `term`'s record, trying temporary failures again within the budget. */
+/**
+ * Writes `value` as `term`'s record, trying temporary failures again within `budgetMillis` (by
+ * default the client's proclamation budget).
+ */
 const proclaimAs = (
   campaigns: Campaigns,
   candidacy: Candidacy,
   term: number,
-  value: string
+  value: string,
+  budgetMillis: number = campaigns.proclaimBudgetMillis
 ): Effect.Effect<void, LockLost | LockRedisError> => {
   const request = {
     key: candidacy.key,
@@ -79,11 +85,11 @@ const proclaimAs = (
         return result.success ? Effect.void : Effect.fail(notLeading(campaigns, candidacy.key))
       }
       const error = result.failure
-      return error.retryable && performance.now() < deadline
-        ? Effect.andThen(Effect.sleep(50), attempt(deadline))
-        : Effect.fail(error)
+      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        error.retryable && now < deadline ? Effect.andThen(Effect.sleep(50), attempt(deadline)) : Effect.fail(error)
+      )
     })
-  return Effect.suspend(() => attempt(performance.now() + campaigns.proclaimBudgetMillis))
+  return Effect.flatMap(Clock.currentTimeMillis, (now) => attempt(now + budgetMillis))
 }
 
 /** Takes the election's lock in `scope`, waiting as the candidacy says. */
@@ -99,16 +105,52 @@ const acquireLead = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect<
   return forever
 }
 
+/**
+ * `Some(value)` for work that completed while leading, confirmed: the lease still valid and, at the
+ * server, the lock still this lead's. Work that completed after the lead was lost (a process paused
+ * past its lease, a key lost on the server) fails with that `LockLost`, marked as completed. A
+ * server that cannot be asked leaves the lease's own validity to decide.
+ */
+const confirmed = <A>(handle: Handle, value: A): Effect.Effect<Option.Option<A>, LockLost> =>
+  Effect.matchEffect(handle.check, {
+    onSuccess: () => Effect.succeed(Option.some(value)),
+    onFailure: (error) =>
+      error._tag === "LockLost"
+        ? Effect.fail(new LockLost({ ...error, bodyCompleted: true }))
+        : Effect.as(
+            Effect.mapError(handle.ensure, (lost) => new LockLost({ ...lost, bodyCompleted: true })),
+            Option.some(value)
+          )
+  })
+
 /** Campaigns until this candidacy leads, proclaims its value, and returns its leadership. */
 export const campaign = (
   campaigns: Campaigns,
   candidacy: Candidacy
 ): Effect.Effect<Leadership, LockError, Scope.Scope> =>
-  Effect.withSpan(campaignOnce(campaigns, candidacy), "Election.campaign", {
-    attributes: { "election.key": candidacy.key, "election.candidate": candidacy.candidate }
-  })
+  Effect.withSpan(
+    Effect.suspend(() => {
+      const deadline = candidacy.waitMillis === undefined ? undefined : performance.now() + candidacy.waitMillis
+      // A lock won whose first proclamation could not be written before its lease ran out (a
+      // server that stopped taking writes, a lost key) is given back, and the campaign goes on
+      // within what is left of the wait.
+      const attempt: Effect.Effect<Leadership, LockError, Scope.Scope> = Effect.suspend(() => {
+        const left = deadline === undefined ? undefined : Math.max(1, Math.floor(deadline - performance.now()))
+        return Effect.flatMap(campaignOnce(campaigns, { ...candidacy, waitMillis: left }), (won) =>
+          won === undefined ? attempt : Effect.succeed(won)
+        )
+      })
+      return attempt
+    }),
+    "Election.campaign",
+    { attributes: { "election.key": candidacy.key, "election.candidate": candidacy.candidate } }
+  )
 
-const campaignOnce = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect<Leadership, LockError, Scope.Scope> =>
+/** One campaign: the lead, or `undefined` when the lock was won but could not be proclaimed. */
+const campaignOnce = (
+  campaigns: Campaigns,
+  candidacy: Candidacy
+): Effect.Effect<Leadership | undefined, LockError, Scope.Scope> =>
   Effect.gen(function* () {
     const outer = yield* Scope.Scope
     const inner = yield* Scope.fork(outer, "sequential")
@@ -127,7 +169,17 @@ const campaignOnce = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect
     leading = true
     const term = handle.fencingToken
     yield* Effect.annotateCurrentSpan("election.term", term)
-    yield* Effect.onError(proclaimAs(campaigns, candidacy, term, candidacy.value), () => Scope.close(inner, Exit.void))
+    // The first proclamation may take as long as the lease lasts: until it is written, observers
+    // do not know this leader. If it cannot be written in that time, the lock is given back.
+    const proclaimed = yield* Effect.exit(
+      proclaimAs(campaigns, candidacy, term, candidacy.value, Duration.toMillis(handle.remaining))
+    )
+    if (Exit.isFailure(proclaimed)) {
+      yield* Scope.close(inner, Exit.void)
+      const failure = proclaimed.cause.reasons.find(Cause.isFailReason)?.error
+      if (failure !== undefined && passing(failure)) return undefined
+      return yield* Effect.failCause(proclaimed.cause)
+    }
     const attributes = { namespace: campaigns.namespace }
     yield* Metric.update(Metric.withAttributes(ElectionMetrics.terms, attributes), 1)
     const wonAt = yield* Clock.currentTimeMillis
@@ -175,7 +227,11 @@ const campaignOnce = (campaigns: Campaigns, candidacy: Candidacy): Effect.Effect
         })
       ),
       ended,
-      lead: (work) => Effect.raceFirst(Effect.asSome(work), Effect.as(ended, Option.none()))
+      lead: (work) =>
+        Effect.raceFirst(
+          Effect.flatMap(work, (value) => confirmed(handle, value)),
+          Effect.as(ended, Option.none())
+        )
     }
     return leadership
   })
