@@ -4,8 +4,8 @@
 import type { Outcome, WorkerLine } from "./protocol.ts"
 
 /**
- * One `withLock` or `withPermits` call as its worker reported it (times in microseconds on the shared
- * monotonic clock).
+ * One `withLock`, `withPermits` or election call (campaign, lead, resign) as its worker reported it
+ * (times in microseconds on the shared monotonic clock).
  */
 export interface Call {
   readonly id: string
@@ -15,8 +15,10 @@ export interface Call {
   /** A semaphore's call: the permits it asks for (and its body holds) of the semaphore's `limit`. */
   readonly permits?: { readonly count: number; readonly limit: number } | undefined
   entered?: number
-  /** The fencing token the body saw (`Lease.fencingToken`). */
+  /** The fencing token the body saw (`Lease.fencingToken`; an election's term). */
   token?: number
+  /** An election call's term, written when its campaign returned (before its body entered). */
+  term?: number
   left?: number
   ended?: number
   outcome?: Outcome
@@ -56,6 +58,11 @@ export const assembleCalls = (
       case "L": {
         const call = calls.get(line[1])
         if (call !== undefined) call.left = line[2]
+        break
+      }
+      case "G": {
+        const call = calls.get(line[1])
+        if (call !== undefined) call.term = line[3]
         break
       }
       case "X": {

@@ -2,13 +2,15 @@
 // paused or killed when), it counts what happened, finds every pair of lock bodies on the same key
 // whose intervals overlap on the shared monotonic clock (on a semaphore key, every stretch in which
 // the bodies held more permits than the limit: permits.ts), and checks each key's grant history
-// (history.ts: token order, how every grant ended, idle keys). It knows nothing of the lock's internals.
+// (history.ts: token order, how every grant ended, idle keys); in an election cell it also checks what
+// the observers showed (observers.ts). It knows nothing of the lock's internals.
 import { assembleCalls, bodyEnd, type Call, describeCall, faultCovers, killTime, type WorkerFault } from "./calls.ts"
 import { checkHistory, type ClockOffset, type History } from "./history.ts"
+import { checkObservers, type Observers } from "./observers.ts"
 import { type Excess, permitsHeld } from "./permits.ts"
 import type { WorkerLine } from "./protocol.ts"
 
-export type { Call, Excess, WorkerFault }
+export type { Call, Excess, Observers, WorkerFault }
 
 export interface CheckInput {
   readonly lines: ReadonlyArray<{ readonly worker: number; readonly line: WorkerLine }>
@@ -61,6 +63,8 @@ export interface Counts {
   failedAfterHeal: Record<string, number>
   /** Each key's grants in order: fencing tokens, how grants ended, takeovers after kills, idle keys. */
   history: History
+  /** In an election cell: what the observers showed, checked (undefined when nothing was observed). */
+  observers: Observers | undefined
 }
 
 /** What the docs allow past `waitTimeout`: the bounded release of an attempt that may have succeeded. */
@@ -93,7 +97,8 @@ export const check = (input: CheckInput): Counts => {
       endedAt: input.endedAt,
       leaseMillis: input.leaseMillis,
       clockOffset: input.clockOffset
-    })
+    }),
+    observers: checkObservers(input.lines, calls.values(), input.workerFaults, input.clockOffset)
   }
   const killedAt = (call: Call): number | undefined => killTime(input.workerFaults, call.worker)
   const waitLimit = input.waitTimeoutMillis * 1000 + hangSlackMicros + toleranceMicros

@@ -7,7 +7,10 @@
 //   npm run faults -- --alternate                    # each scenario x deployment on one flavor, alternating
 //   npm run faults -- --scenarios baseline,key-theft --deployments standalone --servers redis7
 //   npm run faults -- --scenarios 'semaphore-*'      # a trailing * matches every id with that prefix
+//   npm run faults -- --scenarios 'election-*'       # the election cells
+//   npm run faults -- --help                         # this text, and the scenario ids
 //   (a filtered run writes nothing unless --out FILE is given)
+// FAULTS_DEBUG=1 prints library warnings and timings; FAULTS_LINES=DIR writes every cell's lines to DIR.
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
@@ -45,7 +48,21 @@ const grantOrderNote = (violations: ReadonlyArray<TokenViolation> | undefined): 
 const matches = (pattern: string, id: string): boolean =>
   pattern.endsWith("*") ? id.startsWith(pattern.slice(0, -1)) : id === pattern
 
+const usage = `npm run faults [-- options]: the fault matrix (scripts/faults). Without a filter it runs every cell and writes docs/faults.md.
+  --scenarios a,b,prefix-*   only these scenarios (a trailing * matches every id with that prefix)
+  --deployments standalone,sentinel,cluster
+  --servers ${ServerBinary.all.join(",")}
+  --jobs N                   N cells at a time
+  --alternate                each scenario x deployment on one server flavor, the flavors taking turns
+  --out FILE                 write the report there (a filtered run writes none otherwise)
+Environment: FAULTS_DEBUG=1 prints library warnings and timings; FAULTS_LINES=DIR writes every cell's lines to DIR.
+Scenarios: ${scenarios.map((s) => s.id).join(", ")}`
+
 const program = Effect.gen(function* () {
+  if (process.argv.includes("--help") || process.argv.includes("-h")) {
+    console.log(usage)
+    return
+  }
   const onlyScenarios = list("scenarios")
   const onlyDeployments = list("deployments")
   const onlyServers = list("servers")
@@ -94,7 +111,11 @@ const program = Effect.gen(function* () {
               `grants=${c?.history.grants ?? "-"} tokens=${c?.history.tokenViolations.length ?? "-"}${grantOrderNote(c?.history.tokenViolations)} ` +
               `ahead=${c?.history.tokensAhead ?? "-"} idle=${idleMillis(c) ?? "-"}ms ` +
               `takeover=${c === undefined ? "-" : c.history.takeovers.map((t) => `${takeoverMillis(t) ?? "none"}ms${stuckNote(t)}`).join("/") || "-"} ` +
-              `stranded=${result.strandedRegistrations}`
+              `stranded=${result.strandedRegistrations}` +
+              (cell.scenario.election === true
+                ? ` observed=${c?.observers?.states ?? "-"}(${c?.observers?.violations.length ?? "-"}) ` +
+                  `termsShown=${c?.observers?.termsShown ?? "-"}(${c?.observers?.unreported ?? "-"} unreported)`
+                : "")
           )
           for (const note of result.notes) console.log(`    note: ${note}`)
           for (const problem of result.problems.slice(0, 8)) console.log(`    ${problem}`)

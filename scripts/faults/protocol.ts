@@ -42,6 +42,12 @@ export const WorkerParams = Schema.Struct({
    * 2 permits with probability `doubleShare` and 1 otherwise.
    */
   semaphore: Schema.optional(Schema.Struct({ limit: Schema.Int, doubleShare: Schema.Finite })),
+  /**
+   * The fibers campaign for the keys as election names instead (`Election.campaign`, then
+   * `leadership.lead(body)` and `resign`), and one observer fiber per key writes every state
+   * `Election.observe` shows.
+   */
+  election: Schema.optional(Schema.Boolean),
   /** An ACL user for every connection (standalone and cluster). */
   auth: Schema.optional(Schema.Struct({ username: Schema.String, password: Schema.String }))
 })
@@ -61,8 +67,13 @@ export const monotonicMicros = (): number => Number(process.hrtime.bigint() / 10
  *   `["L", call, t]` its body left (last thing, also when failed or interrupted);
  * - `["X", call, t, outcome, detail]` the call returned: outcome `ok`, `TimedOut`, `LockLost`,
  *   `LockRedisError`, `InvalidArgument` or `defect`; detail is the phase/reason or code;
+ * - in an election cell, `["G", call, t, term]` the campaign returned: the call leads with that term (the
+ *   grant's fencing token), before its body enters; `["O", key, t, term, revision, candidate]` the
+ *   worker's observer of election `key` showed a leader (`term`, its record's `revision` and
+ *   `candidate`), or nobody (`null`, `null`, `null`); `["OX", key, t, detail]` that observer's stream
+ *   ended with a failure;
  * - `["done"]` after every fiber stopped; `["closed"]` once the lock layer (its connections) is closed.
- * `call` is `"<worker>.<fiber>.<n>"`, unique in the run.
+ * `call` is `"<worker>.<fiber>.<n>"`, unique in the run; an election call's candidate is `"w<worker>-f<fiber>"`.
  */
 export type WorkerLine =
   | readonly ["ready", number]
@@ -72,6 +83,9 @@ export type WorkerLine =
   | readonly ["E", string, number, number, number]
   | readonly ["L", string, number]
   | readonly ["X", string, number, Outcome, string]
+  | readonly ["G", string, number, number]
+  | readonly ["O", string, number, number | null, number | null, string | null]
+  | readonly ["OX", string, number, string]
   | readonly ["done"]
   | readonly ["closed"]
 

@@ -52,6 +52,13 @@ const overlapsCell = (result: CellResult): string => {
   return `${found.length} (${found.filter((o) => o.surfaced).length})`
 }
 
+/** In an election row: the states the observers showed, and how many broke their order (observers.ts). */
+const observedCell = (result: CellResult): string => {
+  if (result.scenario.election !== true) return "-"
+  const observers = result.counts?.observers
+  return observers === undefined ? "0 (0)" : `${observers.states} (${observers.violations.length})`
+}
+
 /** Token-order violations, with how many grant order explains (semaphore rows) when any. */
 const tokensCell = (result: CellResult): string => {
   const violations = result.counts?.history.tokenViolations
@@ -93,20 +100,31 @@ export const renderReport = (input: ReportInput): string => {
       "replica acknowledgement on). In the semaphore rows (scenarios whose names begin with `semaphore-`, each a lock scenario's fault injected the same way) " +
       `the fibers loop \`Semaphore.withPermits\` instead, with limit ${settings.semaphoreLimit} on every key and ${Math.round(settings.doublePermitsShare * 100)} % of calls ` +
       "asking for 2 permits (the rest for 1), so that the line's order matters; their fencing tokens are one sequence per key shared by every holder. " +
+      "In the election rows (names beginning with `election-`, each a lock scenario's fault injected the same way) every worker builds an " +
+      "`Election` client (`Election.make` with the same lease and namespace) and each fiber campaigns for the keys as election names instead: " +
+      '`campaign(key, { waitTimeout, candidate: "w<worker>-f<fiber>" })`, then `leadership.lead(body)` with the same body, whose token is the ' +
+      "term, then `leadership.resign`, in a scope of its own (a lead lost while nothing watches it interrupts the campaigning fiber, as documented: " +
+      "that interruption is reported as the `LockLost` the leadership's `ended` gives). Each worker also runs one observer per key " +
+      "(`Election.observe`) that writes every state it shows (term or nobody, revision, candidate) on the same monotonic clock. " +
       `After ${settings.warmupMillis} ms the fault is injected; after it heals the workers run for ${settings.recoveryMillis} ms more, then stop. ` +
       "Every body writes its entry (with its grant's fencing token, and in a semaphore row the permits it holds and the limit) and exit on the host's monotonic clock (CLOCK_MONOTONIC, shared by all processes), and an " +
-      "independent checker (scripts/faults/checker.ts, history.ts, permits.ts) reads only those lines and the parent's record of paused or killed workers. " +
+      "independent checker (scripts/faults/checker.ts, history.ts, permits.ts, observers.ts) reads only those lines and the parent's record of paused or killed workers. " +
       "Fencing tokens are the granting server's time in microseconds (docs/fencing.md): the parent measures the servers' `TIME` against the monotonic " +
       "clock before and after the run, which places each grant between its call's start and its body's entry in server time without a round trip per grant. " +
       `Once every worker is gone, the parent reads the masters each lock key settled on (on Sentinel the one every Sentinel agrees on, on Cluster the slot's ` +
       `master once its \`ROLE\` agrees) until nothing is left or a lease or a waiter registration (${registrationLifetimeMillis(settings.leaseMillis)} ms: two ` +
-      "backoff caps plus half a second), whichever is longer, has had time to lapse, plus a second.",
+      "backoff caps plus half a second), whichever is longer, has had time to lapse, plus a second. An election's leader record (`<key>:leader`) " +
+      "is kept seven days after its last proclamation on purpose, like the fence key, and only read while its term holds the lock: that read " +
+      "treats it as it treats the fence key.",
     "",
-    "Columns: **calls** `withLock` (or `withPermits`) calls; **acq** bodies entered; **TimedOut**; **LockLost** by phase acquire/renew/release; " +
+    "Columns: **calls** `withLock` (or `withPermits`, or in an election row campaigns) calls; **acq** bodies entered (in an election row, " +
+      "leaders' work begun); **TimedOut** (a campaign's `waitTimeout` included); **LockLost** by phase acquire/renew/release (in an election row, " +
+      "from `lead`, from the loss that interrupted the campaigning fiber, or from the campaign's first proclamation finding its term gone; " +
+      "`resign` reports nothing, so an election row never shows the release phase); " +
       "**errors** `LockRedisError`s the fault is expected to cause (e.g. `OOM`); **overlaps** pairs of bodies on one key whose intervals intersect " +
       "(with how many surfaced as `LockLost` in the overtaken holder), and in a semaphore row the stretches over the limit instead: each stretch in " +
       "which one set of bodies on a key, inside together, held more permits than the limit (with how many surfaced as `LockLost` in at least one " +
-      "of those bodies); **grants** grants whose fencing token was checked against every grant " +
+      "of those bodies); **grants** grants (in an election row, terms) whose fencing token was checked against every grant " +
       "of its key that ended before it; **token order** violations: a body that left before another entered yet holds a token not below it, " +
       "or two grants of one key with one token (in a semaphore row, with how many grant order explains: the later body's call began before " +
       "the earlier body entered, so its grant may have come first and reached its body after another permit's whole grant and body); **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
@@ -114,23 +132,32 @@ export const renderReport = (input: ReportInput): string => {
       "**max wait ms** the longest wait of a call, to its body or its failure; **gap ms** the longest time in which no body " +
       "entered on any key (how hard the fault hit); **idle ms** the longest time a key had no body inside while live calls (of running " +
       "workers) waited for it, a killed holder's key counting as held for a lease after the kill (how promptly hand-offs happen); **left** " +
-      "keys of the namespace (other than fence keys, kept on purpose, and waiter queues) still present in that final read: lock keys, and a " +
+      "keys of the namespace (other than fence keys and elections' leader records `<key>:leader`, both kept on purpose, and waiter queues) " +
+      "still present in that final read: lock keys (an election's too), and a " +
       "semaphore's holders (`<key>`) and `<key>:permits`; " +
       "**stranded** waiters still registered in a lock's or semaphore's queues (`<key>:waiters`, `<key>:waiting`, and a semaphore's `<key>:asks`) in it; " +
+      "**observed (order)** in an election row, the states the observers showed, with how many broke their order: a term shown after a higher " +
+      "one (or a revision after a higher one), a term shown again after nobody led after it, one state twice in a row, or a term that no " +
+      "worker's campaign was granted (or shown with another candidate than the one granted it; a worker killed while it campaigned may have " +
+      "won and proclaimed without writing its term, so a term shown with that call's candidate, between its start and the kill on the " +
+      "servers' clock, counts as that call's); " +
       `**unhandled** unexpected errors, defects, worker crashes, failed injections.`,
     "",
     "Verdicts: **exclusion**: no overlap (in a semaphore row, no stretch over the limit) and no token-order violation at all (in a semaphore " +
       "row, none but those grant order explains). **violation**: a " +
-      "documented limit (docs/semantics.md, Limits; docs/semaphores.md, Leases) lets another holder in; every overlap must have surfaced as `LockLost` " +
+      "documented limit (docs/semantics.md, Limits; docs/semaphores.md, Leases; docs/election.md, The term is a fencing token) lets another holder in; every overlap must have surfaced as `LockLost` " +
       "in the overtaken holder (every stretch over the limit, in at least one of its bodies) and at least one `LockLost` must be seen (token-order " +
       "violations are counted, not failed: a stale holder is what fencing tokens are for). Every cell also requires no hangs, no unhandled errors, " +
       "no keys left, no stranded registration, every grant ended (released, lost, failed, or its worker killed), the key of a killed holder taken " +
       "over within its lease + 1 s when others wait for it (in a semaphore row, its permits back in use once its lease has run out: the head of " +
       "the line, the live call waiting longest, never goes more than 1 s without being served when it would be with the dead holders' permits " +
-      "and is not without them, until live bodies are seen holding more than the limit less those permits), the idle bound where a scenario sets one, and at least one acquisition after the fault healed.",
+      "and is not without them, until live bodies are seen holding more than the limit less those permits), the idle bound where a scenario sets one, and at least one acquisition after the fault healed. " +
+      "In an election row the leaders' work is judged as a lock's bodies (terms are its fencing tokens), and whatever the expectation the " +
+      "observers must keep their order (docs/election.md, Watching: no observed order violation, and no observer stream failing) and must " +
+      "have shown a leader at least once: their order is promised even where exclusion is not.",
     "",
-    "| scenario | fault | deployment | server | expected | calls | acq | TimedOut | LockLost a/r/r | errors | overlaps (surfaced) | grants | token order | hangs | max wait ms | gap ms | idle ms | left | stranded | unhandled | result |",
-    "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    "| scenario | fault | deployment | server | expected | calls | acq | TimedOut | LockLost a/r/r | errors | overlaps (surfaced) | grants | token order | hangs | max wait ms | gap ms | idle ms | left | stranded | observed (order) | unhandled | result |",
+    "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |"
   ]
   for (const r of results) {
     const c = r.counts
@@ -142,7 +169,7 @@ export const renderReport = (input: ReportInput): string => {
         `${overlapsCell(r)} | ` +
         `${c?.history.grants ?? "-"} | ${tokensCell(r)} | ${c?.hangs.length ?? "-"} | ` +
         `${c?.longestWaitMillis ?? "-"} | ${c?.longestGapMillis ?? "-"} | ${idleMillis(c) ?? "-"} | ${r.keysLeft.length} | ` +
-        `${r.strandedRegistrations} | ${unhandled} | ${r.pass ? "pass" : "**FAIL**"} |`
+        `${r.strandedRegistrations} | ${observedCell(r)} | ${unhandled} | ${r.pass ? "pass" : "**FAIL**"} |`
     )
   }
   lines.push("", "## Expected verdicts", "", "| scenario | expected | why |", "| --- | --- | --- |")

@@ -1,8 +1,10 @@
 // Runs one cell of the fault matrix: a fresh deployment, worker processes contending on a few keys
-// (locks, or a semaphore cell's semaphores),
+// (locks, a semaphore cell's semaphores, or an election cell's elections, with observers),
 // the scenario's fault in the middle of the run, a final read of the servers once every lease and
 // waiter registration could have lapsed, then the checker's counts and the verdict (verdict.ts).
 import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import type { ServerBinary } from "@sage/lock-testkit"
 import { type Counts, check, type WorkerFault } from "./checker.ts"
 import * as Deployments from "./deployments.ts"
@@ -68,8 +70,8 @@ export interface CellResult {
   readonly flavor: ServerBinary.Flavor
   readonly counts: Counts | undefined
   /**
-   * Keys of the namespace (other than fence keys and waiter queues) still there once every lease had
-   * lapsed: lock keys, a semaphore's holders, `:permits` and `:asks`.
+   * Keys of the namespace (other than fence keys, elections' leader records and waiter queues) still
+   * there once every lease had lapsed: lock keys, a semaphore's holders, `:permits` and `:asks`.
    */
   readonly keysLeft: ReadonlyArray<string>
   /** Waiters still registered once every registration had lapsed (distinct waiter ids per lock or semaphore). */
@@ -149,6 +151,7 @@ export const runCell = (
                 ...(scenario.semaphore === true
                   ? { semaphore: { limit: settings.semaphoreLimit, doubleShare: settings.doublePermitsShare } }
                   : {}),
+                ...(scenario.election === true ? { election: true } : {}),
                 ...(deployment.auth === undefined ? {} : { auth: deployment.auth })
               })
             )
@@ -241,9 +244,17 @@ export const runCell = (
         // (a kill or a fault may have left both just renewed or refreshed), plus a second for expiry.
         const lapse = Math.max(settings.leaseMillis, registrationLifetimeMillis(settings.leaseMillis)) + 1000
         const reading = Date.now()
-        const left = yield* readLeftovers(deployment, namespace, redisKeys, lapse, scenario.semaphore === true)
+        const keyKind = scenario.semaphore === true ? "semaphore" : scenario.election === true ? "election" : "lock"
+        const left = yield* readLeftovers(deployment, namespace, redisKeys, lapse, keyKind)
         if (process.env["FAULTS_DEBUG"] === "1") console.log(`the final read took ${Date.now() - reading} ms`)
         const offset = widen(offsetBefore, yield* clockOffset(deployment))
+        const dump = process.env["FAULTS_LINES"]
+        if (dump !== undefined && dump !== "") {
+          // Every line of the cell, for reading a failure by hand: one JSON file per cell in that directory.
+          const file = Path.join(dump, `${scenario.id}-${kind}-${flavor}.json`)
+          Fs.mkdirSync(dump, { recursive: true })
+          Fs.writeFileSync(file, JSON.stringify({ workerFaults, healedAt, faultStartedAt, lines }))
+        }
         const counts = check({
           lines,
           waitTimeoutMillis: settings.waitTimeoutMillis,

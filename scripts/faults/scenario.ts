@@ -83,6 +83,13 @@ export interface Scenario {
    * `withLock`: "exclusion" then means never more permits held on a key than its limit.
    */
   readonly semaphore?: boolean | undefined
+  /**
+   * The workers campaign for the keys as election names instead (`Election.campaign`, `lead(body)`,
+   * `resign`; the body's token is the term), and an observer per key in each worker writes what
+   * `Election.observe` shows: "exclusion" then means never two leaders' bodies at once, and the
+   * observers' order is checked whatever the expectation.
+   */
+  readonly election?: boolean | undefined
   /** Why that verdict (shown in the report). */
   readonly why: string
   /** At least one LockLost must be seen (the fault takes a held lock or permit away). */

@@ -4,7 +4,7 @@
 // docs/semantics.md, Limits), so overlaps may happen, but each must surface as `LockLost` in the
 // holder that was overtaken, and at least one `LockLost` must be seen. The scenarios aimed at the
 // waiting machinery (registrations, hand-offs, wake-up subscriptions) are in waiting.ts; the
-// semaphore cells, made from some of these, in semaphores.ts.
+// semaphore cells, made from some of these, in semaphores.ts, and the election cells in elections.ts.
 import * as Effect from "effect/Effect"
 import {
   ClusterMigration,
@@ -19,6 +19,7 @@ import {
 import * as Deployments from "./deployments.ts"
 import type { DeploymentKind } from "./deployments.ts"
 import type { FaultContext, Scenario } from "./scenario.ts"
+import { electionScenariosOf } from "./elections.ts"
 import { semaphoreScenariosOf } from "./semaphores.ts"
 import { waitingScenarios } from "./waiting.ts"
 
@@ -573,4 +574,8 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   }
 ]
 
-export const scenarios: ReadonlyArray<Scenario> = [...lockScenarios, ...semaphoreScenariosOf(lockScenarios)]
+export const scenarios: ReadonlyArray<Scenario> = [
+  ...lockScenarios,
+  ...semaphoreScenariosOf(lockScenarios),
+  ...electionScenariosOf(lockScenarios)
+]

@@ -5,10 +5,11 @@
 //   what is left of the locks: lock keys and waiter registrations (`<lock key>:waiters`,
 //   `<lock key>:waiting`, docs/admin.md); of a semaphore, its holders (`<key>`), `<key>:permits`, and
 //   its registrations (those two queues and `<key>:asks`, SemaphoreScripts.ts). All must be gone by
-//   then (only fence keys stay, on purpose): anything left is stranded.
+//   then (only fence keys stay, on purpose, and an election's leader record `<key>:leader`, kept seven
+//   days like the fence key, ElectionScripts.ts): anything left is stranded.
 import * as Effect from "effect/Effect"
 import { createClient } from "redis"
-import { LockScripts, SemaphoreScripts } from "@sage/lock"
+import { ElectionScripts, LockScripts, SemaphoreScripts } from "@sage/lock"
 import type { RedisServer, TestkitError } from "@sage/lock-testkit"
 import { type Deployment, settledMasterFor } from "./deployments.ts"
 import type { ClockOffset } from "./history.ts"
@@ -75,10 +76,14 @@ export interface Registration {
   readonly ttlMillis: number
 }
 
+/** What the cell's keys are: locks, semaphores, or elections (locks with a leader record each). */
+export type KeyKind = "lock" | "semaphore" | "election"
+
 export interface Leftovers {
   /**
-   * Keys of the namespace other than fence keys (kept on purpose) and waiter queues: lock keys,
-   * semaphores' holders and `:permits`, each with its type and remaining TTL.
+   * Keys of the namespace other than fence keys and elections' leader records (both kept on
+   * purpose) and waiter queues: lock keys, semaphores' holders and `:permits`, each with its type and
+   * remaining TTL.
    */
   readonly keys: ReadonlyArray<string>
   /** Registrations left in waiter queues. */
@@ -102,7 +107,7 @@ const readLeftovers = (
   deployment: Deployment,
   namespace: string,
   redisKeys: ReadonlyArray<string>,
-  semaphore: boolean
+  kind: KeyKind
 ): Effect.Effect<Leftovers, TestkitError.TestkitError> =>
   Effect.gen(function* () {
     const masters = new Map<number, RedisServer.RedisServer>()
@@ -111,7 +116,7 @@ const readLeftovers = (
       // Every key of a lock or semaphore shares its hash tag, so they live on its master.
       const master = yield* settledMasterFor(deployment, key)
       masters.set(master.port, master)
-      if (semaphore) {
+      if (kind === "semaphore") {
         const [, waiters, waiting, , , asks] = SemaphoreScripts.keysOf(key)
         queues.push(
           { master, lock: key, key: waiters, read: "ZRANGE" },
@@ -126,12 +131,17 @@ const readLeftovers = (
         )
       }
     }
-    const fenceKeys = new Set(redisKeys.map((key) => LockScripts.fenceKey(key)))
+    // Kept on purpose: the fence keys (the last token issued), and an election's leader record, which
+    // is kept as long (ElectionScripts.recordRetentionMillis) and only read while its term holds the lock.
+    const keptKeys = new Set([
+      ...redisKeys.map((key) => LockScripts.fenceKey(key)),
+      ...(kind === "election" ? redisKeys.map((key) => ElectionScripts.leaderKey(key)) : [])
+    ])
     const queueKeys = new Set(queues.map((queue) => queue.key))
     const keys: Array<string> = []
     for (const master of masters.values()) {
       for (const key of asStrings(yield* master.commandWith({ timeoutMs: 2000 }, "KEYS", `${namespace}:*`))) {
-        if (fenceKeys.has(key) || queueKeys.has(key)) continue
+        if (keptKeys.has(key) || queueKeys.has(key)) continue
         const [type, ttl] = yield* master.session([
           ["TYPE", key],
           ["PTTL", key]
@@ -159,12 +169,12 @@ export const leftovers = (
   namespace: string,
   redisKeys: ReadonlyArray<string>,
   withinMillis: number,
-  semaphore: boolean
+  kind: KeyKind
 ): Effect.Effect<Leftovers> =>
   Effect.gen(function* () {
     const deadline = Date.now() + withinMillis
     for (;;) {
-      const read = yield* Effect.result(readLeftovers(deployment, namespace, redisKeys, semaphore))
+      const read = yield* Effect.result(readLeftovers(deployment, namespace, redisKeys, kind))
       const found: Leftovers =
         read._tag === "Success"
           ? read.success

@@ -3,6 +3,7 @@
 import { describeCall } from "./calls.ts"
 import { type Counts, describeExcess, describeOverlap } from "./checker.ts"
 import { takeoverMillis, type TokenViolation } from "./history.ts"
+import { describeObserverViolation } from "./observers.ts"
 import type { Scenario } from "./scenario.ts"
 import { describeRegistration, type Leftovers } from "./serverState.ts"
 
@@ -98,6 +99,15 @@ export const problemsOf = (input: VerdictInput): Array<string> => {
     problems.push(
       `no acquisition after the fault ended${how.length === 0 ? "" : `; calls ended after it: ${how.join("; ")}`}`
     )
+  }
+  if (scenario.election === true) {
+    // The observers' order is promised whatever the fault (election.md, Watching): it fails every cell.
+    const observers = counts.observers
+    if (observers === undefined || observers.leaders === 0) problems.push("the observers showed no leader at all")
+    for (const violation of observers?.violations ?? []) {
+      problems.push(`observer order: ${describeObserverViolation(violation)}`)
+    }
+    for (const failure of observers?.failures ?? []) problems.push(`observer failed: ${failure}`)
   }
   for (const key of input.leftovers?.keys ?? []) problems.push(`key left behind: ${key}`)
   for (const registration of input.leftovers?.registrations ?? []) {

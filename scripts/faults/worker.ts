@@ -1,16 +1,22 @@
 // One fault-matrix worker process: `fibers` fibers that each loop `withLock(random key)` (or, in a
 // semaphore cell, `Semaphore.withPermits(random key, { limit, permits })` with 1 or 2 permits drawn at
-// random) around a body that only records when it entered (with its grant's fencing token) and left,
-// until the parent writes "stop" on stdin. Every step is one JSON line on stdout (see protocol.ts);
-// the parent's checker decides what they mean.
+// random; in an election cell, `Election.campaign(random key)` then `leadership.lead(body)` and
+// `resign`) around a body that only records when it entered (with its grant's fencing token, an
+// election's term) and left, until the parent writes "stop" on stdin. In an election cell one more
+// fiber per key writes every state `Election.observe` shows. Every step is one JSON line on stdout
+// (see protocol.ts); the parent's checker decides what they mean.
 // Started by run.ts as `node --conditions=@sage/source faults/worker.ts '<WorkerParams json>'`.
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
-import { Lease, Lock, type LockBackend, type LockError, Semaphore } from "@sage/lock"
+import { Election, Lease, type Leadership, Lock, type LockBackend, type LockError, Semaphore } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 import {
   type Connection,
@@ -101,20 +107,108 @@ const describeHandle = (handle: unknown): string => {
   return `${socket.constructor?.name ?? "?"}${socket.remotePort === undefined ? "" : `:${socket.remotePort}`}`
 }
 
-/** Runs a body under the key's lock, or under `permits` of the key's semaphore. */
-type Guard = (
-  key: string,
-  permits: number
-) => <A, E>(body: Effect.Effect<A, E, Lease.Lease>) => Effect.Effect<A, E | LockError.LockError>
+/** How a call ended, as its X line says: the outcome and its detail. */
+type Ending = readonly [Outcome, string]
+
+const endingOf = (exit: Exit.Exit<unknown, unknown>): Ending => {
+  if (Exit.isSuccess(exit)) return ["ok", ""]
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "Some") {
+    const value = error.value as { readonly _tag: string } & Record<string, unknown>
+    return [value._tag as Outcome, detailOf(value)]
+  }
+  return ["defect", Cause.pretty(exit.cause).split("\n")[0] ?? ""]
+}
+
+/** The body of every call: records its entry (with the token `token` reads) and its exit, and sleeps between. */
+type Body = <R>(token: Effect.Effect<number, never, R>) => Effect.Effect<void, never, R>
+
+/** One call of fiber `fiber` on `key`: takes the key as the cell says, runs `body` while it holds it, says how it ended. */
+type Attempt = (call: string, key: string, permits: number, fiber: number, body: Body) => Effect.Effect<Ending>
+
+/** A lock or semaphore call: `guard` runs the body under the key's lock, or under `permits` of its semaphore. */
+const guarded =
+  (
+    guard: (
+      key: string,
+      permits: number
+    ) => <A, E>(body: Effect.Effect<A, E, Lease.Lease>) => Effect.Effect<A, E | LockError.LockError>
+  ): Attempt =>
+  (_call, key, permits, _fiber, body) =>
+    Effect.map(Effect.exit(guard(key, permits)(body(Lease.fencingToken))), endingOf)
+
+/**
+ * An election call: campaign for `key` (the fiber's own candidate id), write the term, lead with the
+ * body, resign. It runs in a fiber of its own: a lead lost while nothing watches it (between the
+ * campaign and `lead`, or between `lead` and `resign`) interrupts the fiber that campaigned
+ * (`interruptOnLoss`, on by default), and the loop must go on; such an interruption is the loss
+ * `leadership.ended` reports.
+ */
+const campaigning =
+  (elections: Election.ElectionClient, worker: number, waitTimeout: number): Attempt =>
+  (call, key, _permits, fiber, body) =>
+    Effect.gen(function* () {
+      let leadership: Leadership.Leadership | undefined
+      const term = Effect.scoped(
+        Effect.gen(function* () {
+          const lead = yield* elections.campaign(key, { waitTimeout, candidate: `w${worker}-f${fiber}` })
+          leadership = lead
+          emit(["G", call, monotonicMicros(), lead.term])
+          const led = yield* lead.lead(body(Effect.succeed(lead.term)))
+          yield* lead.resign
+          return led
+        })
+      )
+      const exit = yield* Fiber.await(yield* Effect.forkChild(term, { startImmediately: true }))
+      if (Exit.isSuccess(exit)) {
+        return Option.isSome(exit.value)
+          ? (["ok", ""] as const)
+          : (["defect", "lead returned None (resigned first) though nothing resigned"] as const)
+      }
+      const held = leadership
+      if (held !== undefined && Cause.hasInterruptsOnly(exit.cause)) {
+        // Interrupted by a loss nothing watched: `ended` says which.
+        const ended = yield* Effect.exit(held.ended)
+        return Exit.isFailure(ended)
+          ? endingOf(ended)
+          : (["defect", "interrupted while leading, and the lead ended without a loss"] as const)
+      }
+      return endingOf(exit)
+    })
+
+/** Writes every state the observer of election `key` shows, until interrupted; a failure ends it with an OX line. */
+const observing = (elections: Election.ElectionClient, key: string): Effect.Effect<void> =>
+  Stream.runForEach(elections.observe(key), (state) =>
+    Effect.sync(() =>
+      emit(
+        Option.isSome(state)
+          ? ["O", key, monotonicMicros(), state.value.term, state.value.revision, state.value.candidate]
+          : ["O", key, monotonicMicros(), null, null, null]
+      )
+    )
+  ).pipe(
+    Effect.exit,
+    Effect.flatMap((exit) =>
+      Effect.sync(() => {
+        if (Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause)) return
+        const [outcome, detail] = endingOf(exit)
+        emit(["OX", key, monotonicMicros(), `${outcome} ${detail}`])
+      })
+    )
+  )
 
 const program = Effect.gen(function* () {
   listenToParent()
   const params = yield* Schema.decodeUnknownEffect(WorkerParamsJson)(process.argv[2])
   const semaphore = params.semaphore
-  const run = (guard: Guard) =>
+  const run = (attempt: Attempt, observe?: (key: string) => Effect.Effect<void>) =>
     Effect.gen(function* () {
       emit(["ready", process.pid])
       yield* Effect.promise(() => started)
+      const observers =
+        observe === undefined
+          ? []
+          : yield* Effect.forEach(params.keys, (key) => Effect.forkChild(observe(key), { startImmediately: true }))
 
       const fiber = (f: number) =>
         Effect.gen(function* () {
@@ -127,11 +221,12 @@ const program = Effect.gen(function* () {
                 ? params.longBodyMillis
                 : params.bodyMinMillis + Math.floor(Math.random() * (params.bodyMaxMillis - params.bodyMinMillis + 1))
             // The entry time is read before the token so that it stays the first thing the body does.
-            const body = Effect.sync(monotonicMicros).pipe(
-              Effect.flatMap((t) => Effect.map(Lease.fencingToken, (token) => emit(["E", call, t, bodyMillis, token]))),
-              Effect.andThen(Effect.sleep(bodyMillis)),
-              Effect.ensuring(Effect.sync(() => emit(["L", call, monotonicMicros()])))
-            )
+            const body: Body = (token) =>
+              Effect.sync(monotonicMicros).pipe(
+                Effect.flatMap((t) => Effect.map(token, (value) => emit(["E", call, t, bodyMillis, value]))),
+                Effect.andThen(Effect.sleep(bodyMillis)),
+                Effect.ensuring(Effect.sync(() => emit(["L", call, monotonicMicros()])))
+              )
             // Two permits now and then, so that the line's order matters: a call for two at the head
             // keeps calls for one behind it waiting while a single permit is free.
             const permits = semaphore !== undefined && Math.random() < semaphore.doubleShare ? 2 : 1
@@ -140,19 +235,7 @@ const program = Effect.gen(function* () {
                 ? ["B", call, key, monotonicMicros()]
                 : ["B", call, key, monotonicMicros(), permits, semaphore.limit]
             )
-            const exit = yield* Effect.exit(guard(key, permits)(body))
-            let outcome: Outcome = "ok"
-            let detail = ""
-            if (exit._tag === "Failure") {
-              const error = Cause.findErrorOption(exit.cause)
-              if (error._tag === "Some") {
-                outcome = error.value._tag
-                detail = detailOf(error.value as unknown as { readonly _tag: string } & Record<string, unknown>)
-              } else {
-                outcome = "defect"
-                detail = Cause.pretty(exit.cause).split("\n")[0] ?? ""
-              }
-            }
+            const [outcome, detail] = yield* attempt(call, key, permits, f, body)
             emit(["X", call, monotonicMicros(), outcome, detail])
             // A little work outside the lock, so other fibers and processes get turns.
             yield* Effect.sleep(Math.floor(Math.random() * 20))
@@ -163,6 +246,7 @@ const program = Effect.gen(function* () {
         fiber,
         { concurrency: "unbounded", discard: true }
       )
+      yield* Effect.forEach(observers, Fiber.interrupt, { discard: true })
       emit(["done"])
     })
   const clientOptions = {
@@ -172,18 +256,23 @@ const program = Effect.gen(function* () {
   }
   const backend = backendLayer(params.connection, params.auth)
   const waitTimeout = params.waitTimeoutMillis
-  const guarded =
-    semaphore === undefined
+  const cell =
+    params.election === true
       ? Effect.gen(function* () {
-          const lock = yield* Lock.Lock
-          yield* run((key) => lock.withLock(key, { waitTimeout }))
-        }).pipe(Effect.provide(Lock.layer(clientOptions).pipe(Layer.provide(backend))))
-      : Effect.gen(function* () {
-          const semaphores = yield* Semaphore.Semaphore
-          const limit = semaphore.limit
-          yield* run((key, permits) => semaphores.withPermits(key, { limit, permits, waitTimeout }))
-        }).pipe(Effect.provide(Semaphore.layer(clientOptions).pipe(Layer.provide(backend))))
-  yield* guarded.pipe(
+          const elections = yield* Election.Election
+          yield* run(campaigning(elections, params.worker, waitTimeout), (key) => observing(elections, key))
+        }).pipe(Effect.provide(Election.layer(clientOptions).pipe(Layer.provide(backend))))
+      : semaphore === undefined
+        ? Effect.gen(function* () {
+            const lock = yield* Lock.Lock
+            yield* run(guarded((key) => lock.withLock(key, { waitTimeout })))
+          }).pipe(Effect.provide(Lock.layer(clientOptions).pipe(Layer.provide(backend))))
+        : Effect.gen(function* () {
+            const semaphores = yield* Semaphore.Semaphore
+            const limit = semaphore.limit
+            yield* run(guarded((key, permits) => semaphores.withPermits(key, { limit, permits, waitTimeout })))
+          }).pipe(Effect.provide(Semaphore.layer(clientOptions).pipe(Layer.provide(backend))))
+  yield* cell.pipe(
     Effect.tapCause((cause) => Effect.sync(() => emit(["fatal", Cause.pretty(cause).split("\n")[0] ?? "fatal"])))
   )
   // The lock layer (and its connections) is closed now; the process should exit by itself.

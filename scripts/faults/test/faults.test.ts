@@ -8,6 +8,7 @@ import { ServerBinary } from "@sage/lock-testkit"
 import { describeCall } from "../calls.ts"
 import type { DeploymentKind } from "../deployments.ts"
 import { describeExcess, describeOverlap } from "../checker.ts"
+import { describeObserverViolation } from "../observers.ts"
 import { fastSettings, runCell } from "../run.ts"
 import { scenarios } from "../scenarios.ts"
 import { describeTokenViolation } from "../verdict.ts"
@@ -16,7 +17,8 @@ const flavors = ServerBinary.flavorsUnderTest()
 /** Alternate the flavors over the cells, so both are covered without doubling the time. */
 const flavorAt = (i: number): ServerBinary.Flavor => flavors[i % flavors.length] ?? "redis7"
 
-const subset: ReadonlyArray<readonly [string, DeploymentKind]> = [
+/** A scenario, the deployment it runs on, and the server flavor when it must be one (else they alternate). */
+const subset: ReadonlyArray<readonly [string, DeploymentKind, ServerBinary.Flavor?]> = [
   ["holder-paused", "standalone"],
   ["lost-replies", "standalone"],
   // A commanded failover once broke exclusion: renewals on the old master were acknowledged by the
@@ -35,14 +37,17 @@ const subset: ReadonlyArray<readonly [string, DeploymentKind]> = [
   // never more than the limit held. The failover cells run in the full matrix: with these shortened
   // phases, permits granted before the failover can outlast the run's last seconds.
   ["semaphore-holder-killed", "standalone"],
-  ["semaphore-waiters-killed", "sentinel"]
+  ["semaphore-waiters-killed", "sentinel"],
+  // Elections: a leader killed in its work, the next one within its lease + 1 s, and every
+  // observer's states in term order, each term one some campaign won.
+  ["election-holder-killed", "standalone", "redis7"]
 ]
 
 describe.concurrent("fault matrix subset", () => {
-  for (const [i, [id, kind]] of subset.entries()) {
+  for (const [i, [id, kind, pinned]] of subset.entries()) {
     const scenario = scenarios.find((candidate) => candidate.id === id)
     if (scenario === undefined) throw new Error(`no scenario ${id}`)
-    const flavor = flavorAt(i)
+    const flavor = pinned !== undefined && flavors.includes(pinned) ? pinned : flavorAt(i)
     it.live(
       `${id} on ${kind} (${flavor}): ${scenario.expect}`,
       () =>
@@ -64,6 +69,12 @@ describe.concurrent("fault matrix subset", () => {
               fastSettings.semaphoreLimit,
               "the permits in use never reached the limit"
             )
+          }
+          if (scenario.election === true) {
+            // The observers showed leaders, in order, and only terms some campaign won.
+            assert.isAbove(counts?.observers?.leaders ?? 0, 0, "the observers showed no leader")
+            assert.deepStrictEqual((counts?.observers?.violations ?? []).map(describeObserverViolation), [])
+            assert.deepStrictEqual(counts?.observers?.failures ?? [], [])
           }
           if (scenario.expect === "exclusion") {
             assert.deepStrictEqual((counts?.overlaps ?? []).map(describeOverlap), [])

@@ -1,5 +1,6 @@
-// The final read of the servers on a semaphore's keys, written by hand on a real server: what it
-// reports as left behind or stranded, and that a fence key alone passes.
+// The final read of the servers on a semaphore's and an election's keys, written by hand on a real
+// server: what it reports as left behind or stranded, and that a fence key (and an election's leader
+// record) alone passes.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { ServerBinary } from "@sage/lock-testkit"
@@ -26,7 +27,7 @@ describe("fault matrix: what is left of a semaphore", () => {
             ["HSET", `${key}:asks`, "g:waiter-1", "1", "g:waiter-2", "2"],
             ["SET", `${key}:fence`, "17"]
           )
-          const left = yield* leftovers(deployment, "faults", [key], 0, true)
+          const left = yield* leftovers(deployment, "faults", [key], 0, "semaphore")
           assert.deepStrictEqual(
             left.keys.map((described) => described.split(" ")[0]),
             [key, `${key}:permits`]
@@ -41,7 +42,47 @@ describe("fault matrix: what is left of a semaphore", () => {
           // Distinct waiters: one in the line (and its asks), one in the asks alone.
           assert.strictEqual(strandedWaiters(left), 2)
           yield* write(["DEL", key, `${key}:permits`, `${key}:waiters`, `${key}:waiting`, `${key}:asks`])
-          assert.deepStrictEqual(yield* leftovers(deployment, "faults", [key], 0, true), {
+          assert.deepStrictEqual(yield* leftovers(deployment, "faults", [key], 0, "semaphore"), {
+            keys: [],
+            registrations: [],
+            unreadable: []
+          })
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "reports an election's lock key and registrations, and lets its fence key and leader record stay",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const deployment = yield* Deployments.start("standalone", flavor)
+          const master = yield* deployment.masterFor(key)
+          const write = (...commands: ReadonlyArray<ReadonlyArray<string>>) => master.session(commands)
+          yield* write(
+            ["SET", key, "leader-token"],
+            ["SET", `${key}:fence`, "17"],
+            ["HSET", `${key}:leader`, "term", "17", "candidate", "w1-f0", "value", "", "since", "1", "revision", "1"],
+            ["ZADD", `${key}:waiters`, "1", "waiter-1"]
+          )
+          const left = yield* leftovers(deployment, "faults", [key], 0, "election")
+          assert.deepStrictEqual(
+            left.keys.map((described) => described.split(" ")[0]),
+            [key]
+          )
+          assert.deepStrictEqual(
+            left.registrations.map((r) => `${r.queue} ${r.waiter}`),
+            [`${key}:waiters waiter-1`]
+          )
+          // In a lock cell nothing writes a leader record: one found there is left behind.
+          const asLock = yield* leftovers(deployment, "faults", [key], 0, "lock")
+          assert.deepStrictEqual(
+            asLock.keys.map((described) => described.split(" ")[0]),
+            [key, `${key}:leader`]
+          )
+          yield* write(["DEL", key, `${key}:waiters`])
+          assert.deepStrictEqual(yield* leftovers(deployment, "faults", [key], 0, "election"), {
             keys: [],
             registrations: [],
             unreadable: []
