@@ -53,7 +53,9 @@ pnpm exec publint --strict "$cli_tgz"
 
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
 pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
-  --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend
+  --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend \
+  ./Semaphore ./SemaphoreScripts ./SemaphoreMetrics ./ReadWriteLock ./Election ./ElectionScripts ./ElectionMetrics ./Leadership \
+  ./PromiseClient
 pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend
 pnpm exec attw --profile esm-only --format table-flipped "$cli_tgz" --include-entrypoints ./Cli ./CommandFailed
 

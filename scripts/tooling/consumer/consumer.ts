@@ -1,7 +1,7 @@
 // What a TypeScript user writes against the published typings: layers, the accessors, a typed key
 // client, error matching and deep imports. Type-checked (not run) under NodeNext and under Bundler.
 import { Config, Effect, Layer, Option } from "effect"
-import { KeyCodec, Lease, Lock, LockError, MemoryBackend } from "@sage/lock"
+import { Election, KeyCodec, Lease, Lock, LockError, MemoryBackend, PromiseClient, Semaphore } from "@sage/lock"
 import type { Handle } from "@sage/lock/Lease"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
@@ -57,3 +57,25 @@ export const programs = [
   maybe.pipe(Effect.provide(FromEnv)),
   jobs.pipe(Effect.provide(backendOnly))
 ] as const
+
+// Semaphores, elections and the Promise API, as typed users write them.
+const partner: Effect.Effect<string, LockError.LockError, Semaphore.Semaphore> = Semaphore.withPermits("partner-api", {
+  limit: 4,
+  waitTimeout: "10 seconds"
+})(Effect.succeed("called"))
+const scheduler: Effect.Effect<never, LockError.InvalidArgument | LockError.LockRedisError, Election.Election> =
+  Election.run("scheduler", (leadership) => Effect.log(`term ${leadership.term}`))
+export const morePrograms = [partner, scheduler] as const
+
+const locks: PromiseClient.PromiseClient = PromiseClient.make(NodeRedisBackend.layer({ url: "redis://127.0.0.1:6379" }))
+export const viaPromises = async (): Promise<number> => {
+  const token: number = await locks.using("invoice:42", { waitTimeout: 5_000 }, async (signal: AbortSignal, lease) => {
+    if (signal.aborted) throw new Error("lost")
+    return lease.fencingToken
+  })
+  const held: PromiseClient.Held = await locks.acquire("export", { waitTimeout: "1 minute" })
+  await held.release()
+  const leader: Election.Leader | undefined = await locks.leader("scheduler")
+  await locks.close()
+  return token + (leader?.term ?? 0)
+}

@@ -1,11 +1,12 @@
 // The smoke test a user would write first, in plain JavaScript, run by plain `node` against the
 // installed tarballs: it starts a throwaway redis-server, then checks that one lock excludes a second
-// holder, that `tryWithLock` reports a busy key, and that the lock is free again after release; and
-// that the installed `sage-lock` executable sees a held lock (run at every version set it is given).
+// holder, that `tryWithLock` reports a busy key, and that the lock is free again after release; the
+// same through the Promise API; and that the installed `sage-lock` executable sees a held lock (run
+// at every version set it is given).
 import { execFile, spawn } from "node:child_process"
 import { createServer, connect } from "node:net"
 import { Effect, Layer, Option } from "effect"
-import { Lock, LockError } from "@sage/lock"
+import { Lock, LockError, PromiseClient } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
 
 const freePort = () =>
@@ -88,6 +89,28 @@ try {
 
   const result = await Effect.runPromise(program.pipe(Effect.provide(LockLive)))
   const failures = []
+
+  // The same from async code, through the Promise API.
+  const locks = PromiseClient.make(NodeRedisBackend.layer({ url: `redis://127.0.0.1:${port}` }), {
+    lock: { namespace: "consumer-promise", leaseDuration: "5 seconds" }
+  })
+  try {
+    const value = await locks.using("job", { waitTimeout: 2_000 }, async (signal, lease) =>
+      signal.aborted ? "aborted" : lease.fencingToken > 0 ? "inside" : "no token"
+    )
+    if (value !== "inside") failures.push(`PromiseClient.using returned ${value}`)
+    const held = await locks.acquire("job", { waitTimeout: 2_000 })
+    const busy = await locks.tryUsing("job", async () => "ran")
+    if (busy.acquired !== false) failures.push("PromiseClient.tryUsing ran while the key was held")
+    const timedOut = await locks.using("job", { waitTimeout: 100 }, async () => "ran").catch((error) => error)
+    if (!(timedOut instanceof LockError.TimedOut))
+      failures.push(`expected a TimedOut rejection, got ${String(timedOut)}`)
+    await held[Symbol.asyncDispose]()
+    const free = await locks.tryUsing("job", async () => "ran")
+    if (free.acquired !== true) failures.push("the key stayed locked after the handle was disposed")
+  } finally {
+    await locks.close()
+  }
   if (result.whileHeld[0] !== "inside") failures.push("withLock did not return the body's value")
   if (!Option.isSome(result.whileHeld[1])) failures.push("tryWithLock on a free key did not run")
   if (result.nested !== true) failures.push("tryWithLock ran while the same key was held")
