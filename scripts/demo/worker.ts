@@ -8,17 +8,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { NodeRuntime } from "@effect/platform-node"
-import { Lock, type LockBackend, type LockError } from "@sage/lock"
-import { NodeRedisBackend } from "@sage/lock-node-redis"
+import { Lock, type LockError } from "@sage/lock"
 import * as Account from "./account.ts"
-import {
-  type Connection,
-  encodeEvent,
-  monotonicMicros,
-  type WorkerEvent,
-  type WorkerParams,
-  WorkerParamsJson
-} from "./protocol.ts"
+import { backendLayer } from "./backendLayer.ts"
+import { encodeEvent, monotonicMicros, type WorkerEvent, type WorkerParams, WorkerParamsJson } from "./protocol.ts"
 import { startSignal } from "../tooling/parentSignal.ts"
 
 // Pipe writes are synchronous on Linux, so an event written before a SIGKILL reaches the parent.
@@ -26,20 +19,6 @@ const emit = (event: WorkerEvent): Effect.Effect<void> =>
   Effect.sync(() => {
     process.stdout.write(`${encodeEvent(event)}\n`)
   })
-
-/** The lock's backend for the deployment the parent started (or REDIS_URL names). */
-const backendLayer = (
-  connection: Connection
-): Layer.Layer<LockBackend.LockBackend, LockError.LockRedisError | LockError.InvalidArgument> => {
-  switch (connection._tag) {
-    case "standalone":
-      return NodeRedisBackend.layer({ url: connection.url })
-    case "cluster":
-      return NodeRedisBackend.layerCluster({ rootNodes: connection.rootUrls.map((url) => ({ url })) })
-    case "sentinel":
-      return NodeRedisBackend.layerSentinel({ name: connection.masterName, sentinels: connection.sentinels })
-  }
-}
 
 /** What ends a worker early: the account's client, or a lock error that waiting again cannot fix. */
 type WorkerError = Account.AccountError | LockError.InvalidArgument | LockError.LockRedisError

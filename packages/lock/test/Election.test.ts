@@ -27,6 +27,20 @@ const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
     ? (exit.cause.reasons.find((r) => r._tag === "Fail") as { error: E } | undefined)?.error
     : undefined
 
+/**
+ * A memory backend whose renewals stop finding the key once `renewals.finding` is false: a lead is
+ * lost at its next renewal.
+ */
+const losingRenewals = Effect.map(MemoryBackend.make, (memory) => {
+  const renewals = { finding: true }
+  const backend: LockBackend["Service"] = {
+    ...memory,
+    renewAll: undefined,
+    renew: (request) => (renewals.finding ? memory.renew(request) : Effect.succeed(false))
+  }
+  return { backend, renewals }
+})
+
 /** Lets forked fibers run to their next wait without moving the clock. */
 const settle = Effect.andThen(TestClock.adjust(0), Effect.yieldNow)
 
@@ -121,14 +135,7 @@ describe("Election (in memory)", () => {
 
   it.effect("a lost lead interrupts the work under `lead`, and a stale term cannot proclaim", () =>
     Effect.gen(function* () {
-      const memory = yield* MemoryBackend.make
-      let renewals = true
-      // A backend whose renewals stop finding the key: the lead is lost at the next renewal.
-      const backend: LockBackend["Service"] = {
-        ...memory,
-        renewAll: undefined,
-        renew: (request) => (renewals ? memory.renew(request) : Effect.succeed(false))
-      }
+      const { backend, renewals } = yield* losingRenewals
       const elections = yield* client(backend)
       const exit = yield* Effect.scoped(
         Effect.gen(function* () {
@@ -138,7 +145,7 @@ describe("Election (in memory)", () => {
             leadership.lead(Effect.onInterrupt(Effect.never, () => Effect.sync(() => (interrupted = true))))
           )
           yield* settle
-          renewals = false
+          renewals.finding = false
           yield* TestClock.adjust("1 second")
           const result = yield* Fiber.await(work)
           assert.isTrue(interrupted, "the work was interrupted")
@@ -147,7 +154,7 @@ describe("Election (in memory)", () => {
       )
       assert.strictEqual((failureOf(exit) as { _tag?: string } | undefined)?._tag, "LockLost")
       // A later term leads; the old one's proclamation is refused.
-      renewals = true
+      renewals.finding = true
       yield* Effect.scoped(
         Effect.gen(function* () {
           const stale = yield* elections.campaign("other", { interruptOnLoss: false })
@@ -230,13 +237,7 @@ describe("Election (in memory)", () => {
 
   it.effect("run: a lost lead is logged once, by run, and the loop campaigns again", () =>
     Effect.gen(function* () {
-      const memory = yield* MemoryBackend.make
-      let renewals = true
-      const backend: LockBackend["Service"] = {
-        ...memory,
-        renewAll: undefined,
-        renew: (request) => (renewals ? memory.renew(request) : Effect.succeed(false))
-      }
+      const { backend, renewals } = yield* losingRenewals
       const warnings: Array<string> = []
       const logger = Logger.make((options) => {
         if (options.logLevel === "Warn") warnings.push(String(options.message))
@@ -254,10 +255,10 @@ describe("Election (in memory)", () => {
           .pipe(Effect.provide(Logger.layer([logger])))
       )
       yield* settle
-      renewals = false
+      renewals.finding = false
       // The renewal finds the lead gone; run waits its rejoin delay (1 s) and leads again.
       yield* TestClock.adjust("1 second")
-      renewals = true
+      renewals.finding = true
       yield* TestClock.adjust("1 second")
       yield* settle
       yield* Fiber.interrupt(fiber)

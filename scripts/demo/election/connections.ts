@@ -4,26 +4,12 @@
 // as the parent started it.
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import type { LockBackend, LockError } from "@sage/lock"
-import { type FencedWrite, type LockAdmin, NodeRedisBackend } from "@sage/lock-node-redis"
+import type { FencedWrite, LockAdmin } from "@sage/lock-node-redis"
 import { createClient, createCluster, createSentinel } from "redis"
 import { type Connection, describeConnection } from "../protocol.ts"
 
-/** The election client's backend for the deployment the parent started. */
-export const backendLayer = (
-  connection: Connection
-): Layer.Layer<LockBackend.LockBackend, LockError.LockRedisError | LockError.InvalidArgument> => {
-  switch (connection._tag) {
-    case "standalone":
-      return NodeRedisBackend.layer({ url: connection.url })
-    case "cluster":
-      return NodeRedisBackend.layerCluster({ rootNodes: connection.rootUrls.map((url) => ({ url })) })
-    case "sentinel":
-      return NodeRedisBackend.layerSentinel({ name: connection.masterName, sentinels: connection.sentinels })
-  }
-}
+export { backendLayer } from "../backendLayer.ts"
 
 export class ConnectError extends Data.TaggedError("ConnectError")<{ readonly message: string }> {}
 
