@@ -274,7 +274,7 @@ export const semaphore = (it: It): void => {
       // r1 and r2 start together and share: either may enter first. The writer follows both, and the
       // reader that came after the waiting writer follows it.
       assert.deepStrictEqual(
-        [[...events.slice(0, 2)].toSorted(), events.slice(2)],
+        [events.slice(0, 2).toSorted(), events.slice(2)],
         [
           ["r1", "r2"],
           ["w1", "r3"]
