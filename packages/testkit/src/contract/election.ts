@@ -223,7 +223,14 @@ export const election = (it: It): void => {
       const clients = yield* Effect.forEach(["a", "b", "c"], (candidate) => Election.make({ ...options, candidate }))
       const { seen, fiber } = yield* watch(clients[0]!, "leader")
       // Each term does a little work and then ends (run resigns and campaigns again).
-      const work = () => Effect.andThen(recorder.enter, Effect.andThen(Effect.sleep(termMillis), recorder.exit))
+      // The exit is counted however the work ends: a leader interrupted in its work (when the
+      // runners stop) has left it.
+      const work = () =>
+        Effect.acquireUseRelease(
+          recorder.enter,
+          () => Effect.sleep(termMillis),
+          () => recorder.exit
+        )
       const runners = yield* Effect.forEach(clients, (client) =>
         Effect.forkChild(client.run("leader", work, { rejoinDelay: "20 millis" }))
       )
@@ -232,7 +239,7 @@ export const election = (it: It): void => {
         Effect.sync(() => recorder.completed() >= 9),
         20_000
       )
-      yield* Effect.forEach(runners, Fiber.interrupt)
+      yield* Effect.forEach(runners, Fiber.interrupt, { concurrency: "unbounded" })
       assert.strictEqual(recorder.maxInside(), 1, "never two leaders at once")
       yield* eventually(
         "the observer sees nobody lead once every candidate stopped",
