@@ -19,6 +19,7 @@
  *
  * @since 0.2.0
  */
+import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -402,7 +403,9 @@ const watch = Command.make(
           const states = elections.observe(input.name)
           return Stream.runForEach(count === undefined ? states : Stream.take(states, count), (state) => {
             const report = ElectionOutput.leaderReport(input.name, state)
-            return Console.log(input.json ? JSON.stringify(report) : ElectionOutput.watchText(report, new Date()))
+            return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              Console.log(input.json ? JSON.stringify(report) : ElectionOutput.watchText(report, new Date(now)))
+            )
           })
         })
       })

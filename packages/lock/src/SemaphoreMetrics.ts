@@ -1,7 +1,7 @@
 /**
  * The metric every semaphore client records beside the lock's own (`LockMetrics`, which count its
  * calls, waits and losses under the semaphore's namespace): how many permits its bodies hold now.
- * Export it as any other Effect metric; see `docs/observability.md`.
+ * Export it like every other Effect metric; see `docs/observability.md`.
  *
  * @since 0.3.0
  */
