@@ -44,3 +44,26 @@ export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerC
     semaphore(it)
     election(it)
   })
+
+/**
+ * Registers the semaphore's and the read-write lock's part of the contract alone, for a deployment
+ * whose lock runs the whole suite elsewhere (the same backend over another server, say).
+ *
+ * @example
+ * ```ts
+ * import type * as Layer from "effect/Layer"
+ * import type { LockBackend } from "@sage/lock/LockBackend"
+ * import * as LockContract from "@sage/lock-testkit/contract/LockContract"
+ * import type { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
+ *
+ * declare const targetLayer: Layer.Layer<LockBackend | ServerControl>
+ * LockContract.semaphoreSuite("valkey9 cluster", targetLayer)
+ * ```
+ *
+ * @category testing
+ * @since 0.4.0
+ */
+export const semaphoreSuite = <E>(name: string, target: Layer.Layer<LockBackend | ServerControl, E>): void =>
+  layer(target, { excludeTestServices: true, timeout: "60 seconds" })(`semaphore contract: ${name}`, (it) => {
+    semaphore(it)
+  })
