@@ -35,6 +35,7 @@ import type { SharedClient } from "./internal/connection/clients.ts"
 import { noReply, type Send } from "./internal/connection/commands.ts"
 import { valueText } from "./internal/options/valueText.ts"
 import * as Standalone from "./internal/standalone/backend.ts"
+import { backendOver } from "./internal/standalone/commandBackend.ts"
 import type { Subscriber } from "./internal/wakeups/subscriber.ts"
 
 /**
@@ -147,10 +148,11 @@ export const make = (
         : Option.isSome(nodeRedis)
           ? yield* Standalone.duplicateSubscriber(nodeRedis.value.client)
           : yield* subscriberVia(redis)
-    return yield* Standalone.backendOver({
+    return yield* backendOver({
       description: "effect redis (shared connection)",
       sends: [sendVia(redis)],
-      subscriber
+      subscriber,
+      classify
     })
   })
 

@@ -22,6 +22,14 @@ export * as NodeRedisBackend from "./NodeRedisBackend.ts"
 export * as EffectRedisBackend from "./EffectRedisBackend.ts"
 
 /**
+ * The standalone backend over any client that can send a command (what `@sage/lock-ioredis` is
+ * built on). Import it from `@sage/lock-node-redis/CommandBackend` to leave node-redis unloaded.
+ *
+ * @since 0.4.0
+ */
+export * as CommandBackend from "./CommandBackend.ts"
+
+/**
  * Writes to Redis data that a stale lock holder cannot overwrite, checked by fencing token.
  *
  * @since 0.2.0

@@ -8,6 +8,7 @@ import * as Fiber from "effect/Fiber"
 import { LockScripts } from "@sage/lock"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { masterSubscriber } from "../src/internal/replicated/sentinel/masterSubscriber.ts"
+import { classify } from "../src/internal/connection/classify.ts"
 import * as Wakeups from "../src/internal/wakeups/wakeups.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
@@ -21,6 +22,7 @@ describe("the Sentinel master subscriber", () => {
       const master = masterSubscriber(() => ({ host: "127.0.0.1", port: proxy.port }), undefined)
       const { subscriber } = yield* master
       const wakeups = yield* Wakeups.make({
+        classify,
         subscriber: () => Promise.resolve(subscriber),
         leave: () => Effect.void
       })

@@ -8,6 +8,7 @@ import * as Fiber from "effect/Fiber"
 import { TestClock } from "effect/testing"
 import { ErrorReply, SocketClosedUnexpectedlyError } from "redis"
 import { LockScripts } from "@sage/lock"
+import { classify } from "../src/internal/connection/classify.ts"
 import * as Wakeups from "../src/internal/wakeups/wakeups.ts"
 import type { Subscriber } from "../src/internal/wakeups/subscriber.ts"
 
@@ -44,7 +45,11 @@ describe("wake-up waits", () => {
   it.effect("a SUBSCRIBE refused for good fails the wait with that error", () =>
     Effect.gen(function* () {
       const { subscriber } = refusing(new ErrorReply("NOPERM User locker has no permissions to access the channel"))
-      const wakeups = yield* Wakeups.make({ subscriber: () => Promise.resolve(subscriber), leave: () => Effect.void })
+      const wakeups = yield* Wakeups.make({
+        subscriber: () => Promise.resolve(subscriber),
+        classify,
+        leave: () => Effect.void
+      })
       const error = yield* Effect.flip(wakeups.await("ns:{k}", "w", 1_000))
       assert.strictEqual(error.code, "NOPERM")
       assert.isFalse(error.retryable)
@@ -54,7 +59,11 @@ describe("wake-up waits", () => {
   it.effect("a SUBSCRIBE that fails for now waits out the wait: one attempt a wait, never a loop", () =>
     Effect.gen(function* () {
       const { state, subscriber } = refusing(new SocketClosedUnexpectedlyError())
-      const wakeups = yield* Wakeups.make({ subscriber: () => Promise.resolve(subscriber), leave: () => Effect.void })
+      const wakeups = yield* Wakeups.make({
+        subscriber: () => Promise.resolve(subscriber),
+        classify,
+        leave: () => Effect.void
+      })
       const waiting = yield* Effect.forkChild(wakeups.await("ns:{k}", "w", 1_000))
       // Let the refusal come back (a promise, outside the test clock).
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
@@ -70,6 +79,7 @@ describe("wake-up waits", () => {
     Effect.gen(function* () {
       const { listeners, subscriber } = accepting()
       const wakeups = yield* Wakeups.make({
+        classify,
         subscriber: () => Promise.resolve(subscriber),
         leave: () => Effect.void,
         grants: true

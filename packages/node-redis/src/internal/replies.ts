@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { AcquireReply, ReleaseReply, TransferReply } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
-import type { Parse } from "./connection/commands.ts"
+import type { Parse } from "./connection/sending.ts"
 
 /**
  * The release script's reply: `1` released, `2` already gone with no grant since the request's

@@ -3,7 +3,7 @@
 // list. Shared by single operations (guardedWrite.ts) and batched renewal (renewal.ts).
 import * as Effect from "effect/Effect"
 import { LockRedisError } from "@sage/lock/LockError"
-import type { Send } from "../connection/commands.ts"
+import type { Send } from "../connection/sending.ts"
 import { replicatedFailure as failure } from "../replies.ts"
 import type { Route } from "./topology.ts"
 

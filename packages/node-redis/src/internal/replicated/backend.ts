@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
+import { classify } from "../connection/classify.ts"
 import { runScript } from "../connection/commands.ts"
 import type { Pool } from "../pool/pool.ts"
 import { readAcquire, releasedReply, replicatedFailure as failure } from "../replies.ts"
@@ -78,6 +79,7 @@ export const makeBackend = (
     return Effect.map(
       makeWakeups({
         subscriber: topology.subscriber,
+        classify,
         // On a client the application keeps, the lock's channels are dropped when its layer closes.
         unsubscribeOnClose: options.sharedSubscriber,
         leave: (key, waiterId, timeoutMillis, permits) =>

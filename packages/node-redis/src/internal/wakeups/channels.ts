@@ -4,7 +4,7 @@
 // used for a while.
 import * as Effect from "effect/Effect"
 import type { LockRedisError } from "@sage/lock/LockError"
-import { classify } from "../connection/classify.ts"
+import type { Classify } from "../connection/failures.ts"
 import { type Message, messageOf } from "./messages.ts"
 import type { Subscriber } from "./subscriber.ts"
 
@@ -31,6 +31,8 @@ export interface Channel {
 export interface Subscriptions {
   /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
   readonly connect: () => Promise<Subscriber>
+  /** Reads a failed subscription (the subscriber's client's own errors). */
+  readonly classify: Classify
   readonly channels: Map<string, Channel>
   connected: Promise<Subscriber> | undefined
   /** The subscriber `connected` resolved to, once it has. */
@@ -47,8 +49,9 @@ export const earlyWakeMillis = 1_000
 /** Early wake-ups a channel keeps before the stale ones are dropped. */
 const earlyPruneSize = 64
 
-export const makeSubscriptions = (connect: () => Promise<Subscriber>): Subscriptions => ({
+export const makeSubscriptions = (connect: () => Promise<Subscriber>, classify: Classify): Subscriptions => ({
   connect,
+  classify,
   channels: new Map(),
   connected: undefined,
   settled: undefined,
@@ -113,7 +116,7 @@ export const subscribeOn = (subs: Subscriptions, channel: string, entry: Channel
         // taken over: a discarded silent connection fails the subscriptions pending on it after
         // they were sent again on its replacement, and those must stay.
         if (subs.channels.get(channel) === entry && entry.ready === attempt) subs.channels.delete(channel)
-        return classify("subscribe", error)
+        return subs.classify("subscribe", error)
       }
     )
   entry.ready = attempt

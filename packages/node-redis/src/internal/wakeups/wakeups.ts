@@ -25,6 +25,7 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Wakeups } from "@sage/lock/LockBackend"
+import type { Classify } from "../connection/failures.ts"
 import { dropIdle, makeSubscriptions } from "./channels.ts"
 import { silenceWatch } from "./silence.ts"
 import type { Subscriber } from "./subscriber.ts"
@@ -33,6 +34,8 @@ import { awaiting } from "./wait.ts"
 export const make = (options: {
   /** Connects the subscriber on first use; a failure leaves waiters on their retry schedule. */
   readonly subscriber: () => Promise<Subscriber>
+  /** Reads a failed subscription (the subscriber's client's own errors). */
+  readonly classify: Classify
   readonly leave: Wakeups["leave"]
   /**
    * Unsubscribe every channel when the scope closes (at most a second): for a subscriber on a
@@ -44,7 +47,7 @@ export const make = (options: {
 }): Effect.Effect<Wakeups, never, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context<never>()
-    const subs = makeSubscriptions(options.subscriber)
+    const subs = makeSubscriptions(options.subscriber, options.classify)
     const lapsed = silenceWatch(subs, context)
 
     if (options.unsubscribeOnClose !== true) {

@@ -1,0 +1,183 @@
+/**
+ * The standalone backend over any Redis client that can send a command: give it one or more
+ * connections (a function that sends a command and resolves with the reply), and optionally a
+ * subscriber for wake-ups, and it runs the lock's, the semaphore's and the election's scripts on
+ * them exactly as the node-redis backend does on its own.
+ *
+ * **Details**
+ * - Each lock key always goes to the same connection, so its commands stay in order on the server;
+ *   each connection must deliver commands in the order they are sent (a pipelined client does).
+ * - Every command carries its own time limit (what is left of the caller's budget), whatever the
+ *   client's own timeouts; a late reply is ignored.
+ * - A script is sent by SHA1 (`EVALSHA`) and re-sent whole on `NOSCRIPT`.
+ * - Failures: `classify` turns what the client rejected with into a `LockRedisError`. The default
+ *   reads an error whose message begins with a server error code (`NOSCRIPT ...`, `NOPERM ...`)
+ *   as that reply and Node's socket error codes as connection failures; anything else is a
+ *   permanent failure. Write your own from `replyFailure` and `otherFailure` for the client's own
+ *   error classes.
+ * - Standalone servers only: Sentinel and Cluster need the client's view of the topology and
+ *   connections of the lock's own to each master (see the node-redis backend).
+ *
+ * This module does not load node-redis: `@sage/lock-ioredis` is built on it.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Lock, LockBackend } from "@sage/lock"
+ * import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
+ *
+ * // Any client: here, one with a `call(command, ...args)` method.
+ * declare const client: { call(command: string, ...args: Array<string>): Promise<unknown> }
+ *
+ * const BackendLive = Layer.effect(
+ *   LockBackend.LockBackend,
+ *   CommandBackend.make({
+ *     description: "my client",
+ *     connections: [{ send: ([command, ...args]) => client.call(command!, ...args) }]
+ *   })
+ * )
+ * const program = Lock.withLock("report")(Effect.log("alone")).pipe(
+ *   Effect.provide(Lock.layer({ namespace: "app" })),
+ *   Effect.provide(BackendLive)
+ * )
+ * ```
+ *
+ * @since 0.4.0
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as LockBackend from "@sage/lock/LockBackend"
+import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
+import * as Failures from "./internal/connection/failures.ts"
+import { sendOver } from "./internal/connection/sending.ts"
+import { valueText } from "./internal/options/valueText.ts"
+import { backendOver } from "./internal/standalone/commandBackend.ts"
+
+/**
+ * One connection of the client: sends a command (its name first, then its arguments, all text) and
+ * resolves with the server's reply as the client decodes it (integers as numbers, bulk strings as
+ * strings, arrays as arrays, nil as `null`), or rejects with the client's error.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface Connection {
+  readonly send: (args: ReadonlyArray<string>) => Promise<unknown>
+}
+
+/**
+ * A connection that subscribes to channels, for wake-ups. The backend subscribes each channel once
+ * with one listener, and unsubscribes it with that same listener.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface Subscriber {
+  readonly subscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
+  readonly unsubscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
+}
+
+/**
+ * Turns what a client rejected a command with into the lock's `LockRedisError`.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type Classify = (command: string, error: unknown) => LockRedisError
+
+/**
+ * Options of `make`.
+ *
+ * @category options
+ * @since 0.4.0
+ */
+export interface Options {
+  /** What the backend is, for logs and spans (e.g. `"ioredis standalone"`). */
+  readonly description: string
+  /** The connections lock commands go on (at least one), each delivering commands in order. */
+  readonly connections: ReadonlyArray<Connection>
+  /**
+   * Opens the subscriber for wake-ups, the first time a lock is waited for. Without it waiters
+   * poll with backoff (up to a few hundred milliseconds late). A rejection leaves waiters on that
+   * schedule, and the next wait asks again.
+   */
+  readonly subscriber?: (() => Promise<Subscriber>) | undefined
+  /** Reads the client's failures. Default: `classifyByShape`. */
+  readonly classify?: Classify | undefined
+}
+
+/**
+ * The failure an error reply from the server means, by its first word (`NOSCRIPT`, `NOPERM`,
+ * `READONLY`...): retryable when it is a temporary refusal (`LOADING`, `BUSY`, `READONLY`, ...).
+ *
+ * @category failures
+ * @since 0.4.0
+ */
+export const replyFailure: (command: string, message: string, cause: unknown) => LockRedisError = Failures.replyFailure
+
+/**
+ * The failure of an error that is not a server reply: Node's socket error codes (`ECONNRESET`, ...)
+ * are retryable connection failures, an `AbortError` a timeout, anything else a permanent failure.
+ *
+ * @category failures
+ * @since 0.4.0
+ */
+export const otherFailure: (command: string, error: unknown) => LockRedisError = Failures.otherFailure
+
+/**
+ * The default `classify`: an `Error` whose message begins with an upper-case word followed by a
+ * space (`"NOPERM this user..."`) is read as that server reply, anything else by `otherFailure`.
+ *
+ * @category failures
+ * @since 0.4.0
+ */
+export const classifyByShape: Classify = (command, error) =>
+  error instanceof Error && /^[A-Z][A-Z_]+ /.test(error.message)
+    ? Failures.replyFailure(command, error.message, error)
+    : Failures.otherFailure(command, error)
+
+/**
+ * The standalone backend over `options.connections`; what it opens (nothing of its own but the
+ * subscriber, which `options.subscriber` opens and owns) follows the scope.
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const make = (options: Options): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    if (typeof options !== "object" || options === null) {
+      return yield* new InvalidArgument({ field: "options", value: valueText(options), reason: "must be an object" })
+    }
+    const connections: unknown = options.connections
+    if (!Array.isArray(connections) || connections.length === 0) {
+      return yield* new InvalidArgument({
+        field: "connections",
+        value: valueText(connections),
+        reason: "must be a non-empty array of connections"
+      })
+    }
+    for (const connection of connections as ReadonlyArray<unknown>) {
+      if (
+        typeof connection !== "object" ||
+        connection === null ||
+        typeof (connection as Connection).send !== "function"
+      ) {
+        return yield* new InvalidArgument({
+          field: "connections",
+          value: valueText(connection),
+          reason: "each connection must have a send function"
+        })
+      }
+    }
+    const classify = options.classify ?? classifyByShape
+    const sends = (connections as ReadonlyArray<Connection>).map((connection) =>
+      sendOver({ sendCommand: (args) => connection.send(args) }, classify)
+    )
+    return yield* backendOver({
+      description: String(options.description),
+      sends: [sends[0]!, ...sends.slice(1)],
+      subscriber: options.subscriber,
+      classify,
+      ordered: true
+    })
+  })
