@@ -61,6 +61,7 @@ export default defineConfig({
     projects: [
       project("lock", "packages/lock"),
       project("node-redis", "packages/node-redis", { env: { SAGE_EXPECTED_NODE_REDIS: workspaceNodeRedis } }),
+      project("ioredis", "packages/ioredis"),
       project("testkit", "packages/testkit"),
       project("cli", "packages/cli"),
       // The connection-level behaviour (connect, reconnect, failover, teardown, the pool, wake-ups, the

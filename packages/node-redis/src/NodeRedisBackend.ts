@@ -74,8 +74,8 @@ export interface Options extends Omit<RedisClientOptions, "modules" | "functions
    * Each lock key always uses the same one, so its commands stay in order. With two, the client
    * prepares one connection's next commands while the server runs the other's: under many
    * concurrent locks this measured about 1.6x the throughput of one connection, and more than two
-   * made no difference (`docs/benchmarks-history.md`, sessions 7 and 26); a single caller sees no
-   * difference. Wake-ups add one subscriber connection.
+   * made no difference (`npm run bench` reports this "pool decision" on every run); a single caller
+   * sees no difference. Wake-ups add one subscriber connection.
    */
   readonly connections?: number | undefined
 }

@@ -5,63 +5,26 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ClusterTopology, RedisServer, SentinelTopology, type ServerBinary } from "@sage/lock-testkit"
-import { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
+import * as ServerControl from "@sage/lock-testkit/contract/ServerControl"
 import { createClient, createCluster, createSentinel } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 /** The contract's view of a deployment, given how to find the node that owns a key. */
-export const controlVia = (
-  label: string,
-  nodeFor: (key: string) => Effect.Effect<RedisServer.RedisServer>
-): ServerControl["Service"] => {
-  const on = <A>(key: string, f: (server: RedisServer.RedisServer) => Effect.Effect<A, unknown>) =>
-    Effect.orDie(Effect.flatMap(nodeFor(key), f))
-  return {
-    label,
-    get: (key) =>
-      on(key, (server) => server.command("GET", key)).pipe(Effect.map((r) => (r === null ? null : String(r)))),
-    set: (key, value, pxMillis) =>
-      on(key, (server) =>
-        pxMillis === undefined
-          ? server.command("SET", key, value)
-          : server.command("SET", key, value, "PX", String(pxMillis))
-      ).pipe(Effect.asVoid),
-    del: (key) => on(key, (server) => server.command("DEL", key)).pipe(Effect.asVoid),
-    pttl: (key) => on(key, (server) => server.command("PTTL", key)).pipe(Effect.map(Number)),
-    command: (key, ...args) => on(key, (server) => server.command(...args)),
-    pause: (key) => on(key, (server) => server.pause),
-    resume: (key) => on(key, (server) => server.resume)
-  }
-}
+export const controlVia = ServerControl.via
 
 /** The contract's view of one standalone server. */
-export const controlFor = (server: RedisServer.RedisServer): ServerControl["Service"] => ({
-  label: `${server.flavor} standalone`,
-  get: (key) =>
-    Effect.orDie(server.command("GET", key)).pipe(Effect.map((reply) => (reply === null ? null : String(reply)))),
-  set: (key, value, pxMillis) =>
-    Effect.orDie(
-      pxMillis === undefined
-        ? server.command("SET", key, value)
-        : server.command("SET", key, value, "PX", String(pxMillis))
-    ).pipe(Effect.asVoid),
-  del: (key) => Effect.orDie(server.command("DEL", key)).pipe(Effect.asVoid),
-  pttl: (key) => Effect.orDie(server.command("PTTL", key)).pipe(Effect.map(Number)),
-  command: (_key, ...args) => Effect.orDie(server.command(...args)),
-  pause: () => Effect.orDie(server.pause),
-  resume: () => Effect.orDie(server.resume)
-})
+export const controlFor = ServerControl.ofServer
 
 /** A server of `flavor` and the standalone backend on it, as the contract suite's target. */
 export const standaloneTarget = (
   flavor: ServerBinary.Flavor,
   options: NodeRedisBackend.Options = {}
-): Layer.Layer<LockBackend | ServerControl, unknown> =>
+): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
       const backend = yield* NodeRedisBackend.make({ url: server.url, ...options })
-      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, controlFor(server)))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, controlFor(server)))
     })
   )
 
@@ -69,7 +32,7 @@ export const standaloneTarget = (
  * A server of `flavor` and the standalone backend over a client the test owns (as an application
  * would): the lock shares the client's connection and never closes it.
  */
-export const sharedClientTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl, unknown> =>
+export const sharedClientTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
@@ -82,7 +45,7 @@ export const sharedClientTarget = (flavor: ServerBinary.Flavor): Layer.Layer<Loc
         (owned) => Effect.promise(() => owned.close()).pipe(Effect.timeoutOption(1_000), Effect.ignore)
       )
       const backend = yield* NodeRedisBackend.fromClient(client)
-      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, controlFor(server)))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, controlFor(server)))
     })
   )
 
@@ -94,7 +57,7 @@ export const sharedClientTarget = (flavor: ServerBinary.Flavor): Layer.Layer<Loc
 export const sentinelTarget = (
   flavor: ServerBinary.Flavor,
   options: Partial<NodeRedisBackend.SentinelOptions> = {}
-): Layer.Layer<LockBackend | ServerControl, unknown> =>
+): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
@@ -104,7 +67,7 @@ export const sentinelTarget = (
         ...options
       })
       const control = controlVia(`${flavor} sentinel`, () => Effect.orDie(topology.master()))
-      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
     })
   )
 
@@ -115,7 +78,7 @@ export const sentinelTarget = (
 export const clusterTarget = (
   flavor: ServerBinary.Flavor,
   options: Partial<NodeRedisBackend.ClusterOptions> = {}
-): Layer.Layer<LockBackend | ServerControl, unknown> =>
+): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
@@ -124,7 +87,7 @@ export const clusterTarget = (
         ...options
       })
       const control = controlVia(`${flavor} cluster`, (key) => Effect.orDie(topology.masterFor(key)))
-      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
     })
   )
 
@@ -133,7 +96,7 @@ export const clusterTarget = (
  * an application would, with node-redis's defaults: no replica connections, so acknowledgement
  * counts the replicas the master lists).
  */
-export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl, unknown> =>
+export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
@@ -147,7 +110,7 @@ export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<L
       )
       const backend = yield* NodeRedisBackend.fromSentinel(sentinel)
       const control = controlVia(`${flavor} sentinel (shared client)`, () => Effect.orDie(topology.master()))
-      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
     })
   )
 
@@ -155,7 +118,7 @@ export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<L
  * A Cluster as `clusterTarget`, and the backend over a Cluster client the test owns (node-redis's
  * defaults: no `useReplicas`, so acknowledgement counts the replicas each master lists).
  */
-export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl, unknown> =>
+export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
@@ -171,6 +134,6 @@ export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Layer.Layer<Lo
       )
       const backend = yield* NodeRedisBackend.fromCluster(cluster)
       const control = controlVia(`${flavor} cluster (shared client)`, (key) => Effect.orDie(topology.masterFor(key)))
-      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl, control))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
     })
   )

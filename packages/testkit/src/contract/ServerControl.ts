@@ -6,7 +6,8 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
+import type * as RedisServer from "../RedisServer.ts"
 
 /**
  * @category models
@@ -36,3 +37,40 @@ export interface Control {
  * @since 0.1.0
  */
 export class ServerControl extends Context.Service<ServerControl, Control>()("@sage/lock-testkit/ServerControl") {}
+
+/**
+ * The control of a deployment, given how to find the node that owns a key (the only node, the
+ * Sentinel master, the Cluster master of the key's slot).
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const via = (label: string, nodeFor: (key: string) => Effect.Effect<RedisServer.RedisServer>): Control => {
+  const on = <A>(key: string, f: (server: RedisServer.RedisServer) => Effect.Effect<A, unknown>) =>
+    Effect.orDie(Effect.flatMap(nodeFor(key), f))
+  return {
+    label,
+    get: (key) =>
+      on(key, (server) => server.command("GET", key)).pipe(Effect.map((r) => (r === null ? null : String(r)))),
+    set: (key, value, pxMillis) =>
+      on(key, (server) =>
+        pxMillis === undefined
+          ? server.command("SET", key, value)
+          : server.command("SET", key, value, "PX", String(pxMillis))
+      ).pipe(Effect.asVoid),
+    del: (key) => on(key, (server) => server.command("DEL", key)).pipe(Effect.asVoid),
+    pttl: (key) => on(key, (server) => server.command("PTTL", key)).pipe(Effect.map(Number)),
+    command: (key, ...args) => on(key, (server) => server.command(...args)),
+    pause: (key) => on(key, (server) => server.pause),
+    resume: (key) => on(key, (server) => server.resume)
+  }
+}
+
+/**
+ * The control of one standalone server.
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const ofServer = (server: RedisServer.RedisServer): Control =>
+  via(`${server.flavor} standalone`, () => Effect.succeed(server))

@@ -1,0 +1,206 @@
+/**
+ * The lock backend over ioredis: locks, semaphores, read-write locks and elections on one Redis or
+ * Valkey server, over connections the lock opens (`make`, `layer`) or over an ioredis client the
+ * application already has (`fromClient`, `layerFromClient`), which the lock never closes.
+ *
+ * **Details**
+ * - The protocol is the node-redis backend's, run through `CommandBackend`: one script per
+ *   operation, each lock key always on the same connection, renewals of every held lock batched,
+ *   every command bounded by what is left of its caller's budget (ioredis's own timeouts are left
+ *   as they are), failures classified from ioredis's errors.
+ * - Wake-ups: a release wakes the next waiter in another process through pub/sub, on one duplicate
+ *   of the client that the lock owns, opened the first time a lock is waited for.
+ * - Standalone servers only, for now: a client made with `sentinels`, or an ioredis `Cluster`, is
+ *   refused with `InvalidArgument` (use the node-redis backend's `makeSentinel` / `makeCluster`,
+ *   which check the master's role and its replicas' acknowledgement on every write).
+ * - node-redis is not loaded (its package is a dependency for the shared protocol code only).
+ *
+ * @since 0.4.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import type { Redis, RedisOptions } from "ioredis"
+import { LockBackend } from "@sage/lock"
+import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
+import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
+import { classify } from "./internal/classify.ts"
+import { connect } from "./internal/connect.ts"
+import { duplicateSubscriber } from "./internal/subscriber.ts"
+
+/**
+ * Options of `make` and `layer`: ioredis's `RedisOptions` (host, port, path, username, password,
+ * db, tls, ...), and the lock's own. ioredis's `connectTimeout` (default 10 seconds) also bounds the
+ * layer: it fails with `LockRedisError` when a connection is not ready by then.
+ *
+ * @category options
+ * @since 0.4.0
+ */
+export interface Options extends Omit<RedisOptions, "lazyConnect" | "sentinels" | "name"> {
+  /**
+   * How many pipelined connections carry lock commands (an integer from 1 to 16; default 2). Each
+   * lock key always uses the same one, so its commands stay in order; with two, the client prepares
+   * one connection's commands while the server runs the other's. Wake-ups add one connection.
+   */
+  readonly connections?: number | undefined
+  /** Whether waiters are woken by releases in other processes (default `true`); otherwise they poll. */
+  readonly wakeups?: boolean | undefined
+}
+
+/**
+ * An ioredis client the application owns, connected to one server (not a `Cluster`, not through
+ * sentinels). The lock sends its commands on it and duplicates it once for wake-ups.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type SharedClient = Pick<Redis, "call" | "duplicate" | "options">
+
+const invalid = (field: string, value: unknown, reason: string) =>
+  new InvalidArgument({ field, value: describe(value), reason })
+
+const describe = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value)
+  if (typeof value === "object" && value !== null) return Object.prototype.toString.call(value)
+  return String(value)
+}
+
+const sentinelsOf = (options: unknown): unknown =>
+  typeof options === "object" && options !== null ? (options as { readonly sentinels?: unknown }).sentinels : undefined
+
+const connectionOf = (client: Pick<Redis, "call">): CommandBackend.Connection => ({
+  send: (args) => client.call(args[0]!, ...args.slice(1))
+})
+
+/**
+ * The backend over connections of its own, opened with `options` and closed with the scope. Fails
+ * with `LockRedisError` when the server cannot be reached within `connectTimeout`.
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<LockBackend.Backend, InvalidArgument | LockRedisError, Scope.Scope> =>
+  Effect.gen(function* () {
+    if (typeof options !== "object" || options === null || Array.isArray(options)) {
+      return yield* invalid("options", options, "must be an options object")
+    }
+    if (sentinelsOf(options) !== undefined) {
+      return yield* invalid(
+        "sentinels",
+        sentinelsOf(options),
+        "Sentinel is not supported over ioredis yet: use NodeRedisBackend.makeSentinel from @sage/lock-node-redis"
+      )
+    }
+    const { connections = 2, wakeups = true, ...redisOptions } = options
+    const connectTimeout = options.connectTimeout ?? 10_000
+    if (!Number.isInteger(connections) || connections < 1 || connections > 16) {
+      return yield* invalid("connections", connections, "must be an integer from 1 to 16")
+    }
+    if (typeof connectTimeout !== "number" || !(connectTimeout > 0) || !Number.isFinite(connectTimeout)) {
+      return yield* invalid("connectTimeout", connectTimeout, "must be a positive number of milliseconds")
+    }
+    if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
+    const clients = yield* Effect.forEach(
+      Array.from({ length: connections }),
+      () => connect(redisOptions as RedisOptions, connectTimeout),
+      { concurrency: "unbounded" }
+    )
+    return yield* CommandBackend.make({
+      description: "ioredis standalone",
+      connections: clients.map(connectionOf),
+      subscriber: wakeups ? yield* duplicateSubscriber(clients[0]!) : undefined,
+      classify
+    })
+  })
+
+/**
+ * The backend over an ioredis client the application owns: lock commands share its connection,
+ * and the lock never closes it. Only the wake-up subscriber (a duplicate of it) is the lock's, and
+ * closes with the scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Redis } from "ioredis"
+ * import { Lock } from "@sage/lock"
+ * import { IoredisBackend } from "@sage/lock-ioredis"
+ *
+ * const redis = new Redis("redis://127.0.0.1:6379")
+ * const LockLive = Lock.layer({ namespace: "billing" }).pipe(Layer.provide(IoredisBackend.layerFromClient(redis)))
+ *
+ * const program = Lock.withLock("invoice-42", { waitTimeout: "5 seconds" })(Effect.log("one at a time")).pipe(
+ *   Effect.provide(LockLive)
+ * )
+ * ```
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const fromClient = (
+  client: SharedClient,
+  options: { readonly wakeups?: boolean | undefined } = {}
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    if (typeof client !== "object" || client === null || typeof client.call !== "function") {
+      return yield* invalid("client", client, "must be an ioredis client (new Redis(...))")
+    }
+    if ((client as { readonly isCluster?: unknown }).isCluster === true) {
+      return yield* invalid(
+        "client",
+        client,
+        "an ioredis Cluster is not supported yet: use NodeRedisBackend.makeCluster from @sage/lock-node-redis"
+      )
+    }
+    if (sentinelsOf(client.options) !== undefined && sentinelsOf(client.options) !== null) {
+      return yield* invalid(
+        "client",
+        client,
+        "a client connected through sentinels is not supported yet: use NodeRedisBackend.makeSentinel from @sage/lock-node-redis"
+      )
+    }
+    const wakeups = options.wakeups ?? true
+    if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
+    return yield* CommandBackend.make({
+      description: "ioredis (shared client)",
+      connections: [connectionOf(client)],
+      subscriber: wakeups ? yield* duplicateSubscriber(client) : undefined,
+      classify
+    })
+  })
+
+/**
+ * The `LockBackend` layer over connections of its own (see `make`).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Semaphore } from "@sage/lock"
+ * import { IoredisBackend } from "@sage/lock-ioredis"
+ *
+ * const SemaphoreLive = Semaphore.layer({ namespace: "partner-api" }).pipe(
+ *   Layer.provide(IoredisBackend.layer({ host: "127.0.0.1", port: 6379 }))
+ * )
+ * const call = Semaphore.withPermits("quota", { limit: 4 })(Effect.log("one of four")).pipe(
+ *   Effect.provide(SemaphoreLive)
+ * )
+ * ```
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, InvalidArgument | LockRedisError> =>
+  Layer.effect(LockBackend.LockBackend, make(options))
+
+/**
+ * The `LockBackend` layer over an ioredis client the application owns (see `fromClient`).
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layerFromClient = (
+  client: SharedClient,
+  options?: { readonly wakeups?: boolean | undefined }
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+  Layer.effect(LockBackend.LockBackend, fromClient(client, options))

@@ -1,0 +1,14 @@
+/**
+ * @sage/lock-ioredis: the ioredis backend for @sage/lock.
+ *
+ * @packageDocumentation
+ * @module @sage/lock-ioredis
+ * @since 0.4.0
+ */
+
+/**
+ * The backend over ioredis: connections of its own, or a client the application owns.
+ *
+ * @since 0.4.0
+ */
+export * as IoredisBackend from "./IoredisBackend.ts"

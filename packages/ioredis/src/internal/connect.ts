@@ -1,0 +1,53 @@
+// Opening one client for the life of a scope: connected within `connectTimeoutMillis` (the layer
+// fails otherwise), reconnecting with a short capped backoff afterwards, connection errors logged
+// once per outage and never thrown, and closed with the scope.
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import { Redis, type RedisOptions } from "ioredis"
+import type { LockRedisError } from "@sage/lock/LockError"
+import { classify } from "./classify.ts"
+import { close } from "./close.ts"
+
+/** 20 ms doubling up to 500 ms, plus up to 50 ms of jitter: a lock cannot wait seconds to reconnect. */
+export const defaultRetryStrategy = (times: number): number =>
+  Math.min(20 * 2 ** Math.min(times, 10), 500) + Math.floor(Math.random() * 50)
+
+export const connect = (
+  options: RedisOptions,
+  connectTimeoutMillis: number
+): Effect.Effect<Redis, LockRedisError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const context = yield* Effect.context()
+    const client = new Redis({ retryStrategy: defaultRetryStrategy, ...options, lazyConnect: true })
+    let ready = false
+    let reported = false
+    client.on("error", (error: unknown) => {
+      if (!ready || reported) return
+      reported = true
+      Effect.runForkWith(context)(Effect.logWarning("redis connection error; reconnecting", classify("connect", error)))
+    })
+    client.on("ready", () => {
+      ready = true
+      reported = false
+    })
+    yield* Effect.addFinalizer(() => close(client))
+    return yield* Effect.tryPromise({
+      try: () => client.connect(),
+      catch: (error) => classify("connect", error)
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: connectTimeoutMillis,
+        orElse: () =>
+          Effect.fail(
+            classify(
+              "connect",
+              Object.assign(new Error(`could not connect within ${connectTimeoutMillis} ms`), {
+                code: "ETIMEDOUT"
+              })
+            )
+          )
+      }),
+      Effect.tapError(() => Effect.sync(() => client.disconnect())),
+      Effect.as(client)
+    )
+  })

@@ -1,0 +1,47 @@
+// Wake-ups over ioredis: one duplicate of the lock's client, owned by the lock, connected the first
+// time a lock is waited for, every channel on it, closed with the scope. ioredis subscribes its
+// channels again after a reconnect; a message lost meanwhile costs a waiter its poll.
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type { Redis } from "ioredis"
+import type { Subscriber } from "@sage/lock-node-redis/CommandBackend"
+import { close } from "./close.ts"
+
+/** What the subscriber needs of the client it duplicates. */
+export type Duplicable = Pick<Redis, "duplicate">
+
+export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Promise<Subscriber>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const opened: Array<Redis> = []
+    yield* Effect.addFinalizer(() => Effect.forEach(opened, close, { concurrency: "unbounded", discard: true }))
+    return async () => {
+      const duplicate = client.duplicate({ lazyConnect: true })
+      // Without a listener ioredis prints every connection error; the waiters' polls cover an outage.
+      duplicate.on("error", () => {})
+      opened.push(duplicate)
+      const listeners = new Map<string, Set<(message: string) => void>>()
+      duplicate.on("message", (channel: string, message: string) => {
+        const forChannel = listeners.get(channel)
+        if (forChannel !== undefined) for (const listener of forChannel) listener(message)
+      })
+      await duplicate.connect().catch((error: unknown) => {
+        duplicate.disconnect()
+        throw error
+      })
+      return {
+        subscribe: async (channel, listener) => {
+          const forChannel = listeners.get(channel) ?? new Set()
+          forChannel.add(listener)
+          listeners.set(channel, forChannel)
+          await duplicate.subscribe(channel)
+        },
+        unsubscribe: async (channel, listener) => {
+          const forChannel = listeners.get(channel)
+          forChannel?.delete(listener)
+          if (forChannel !== undefined && forChannel.size > 0) return
+          listeners.delete(channel)
+          await duplicate.unsubscribe(channel)
+        }
+      }
+    }
+  })
