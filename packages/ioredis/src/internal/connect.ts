@@ -21,8 +21,15 @@ export const connect = (
     const client = new Redis({ retryStrategy: defaultRetryStrategy, ...options, lazyConnect: true })
     let ready = false
     let reported = false
+    // ioredis rejects a first connect that failed with "Connection is closed."; the socket's own
+    // error (ECONNREFUSED, ...) says what happened, and that it is worth retrying.
+    let connectError: unknown
     client.on("error", (error: unknown) => {
-      if (!ready || reported) return
+      if (!ready) {
+        connectError = error
+        return
+      }
+      if (reported) return
       reported = true
       Effect.runForkWith(context)(Effect.logWarning("redis connection error; reconnecting", classify("connect", error)))
     })
@@ -33,7 +40,7 @@ export const connect = (
     yield* Effect.addFinalizer(() => close(client))
     return yield* Effect.tryPromise({
       try: () => client.connect(),
-      catch: (error) => classify("connect", error)
+      catch: (error) => classify("connect", connectError ?? error)
     }).pipe(
       Effect.timeoutOrElse({
         duration: connectTimeoutMillis,

@@ -1,0 +1,218 @@
+// What the ioredis backend adds to the contract: its options, whose connections it closes (its own)
+// and whose it leaves open (the application's), recovery from a killed connection, how ioredis's
+// failures are read, and that node-redis is never loaded.
+import { assert, describe, it } from "@effect/vitest"
+import * as ChildProcess from "node:child_process"
+import * as Net from "node:net"
+import { fileURLToPath } from "node:url"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+import { Cluster, Redis } from "ioredis"
+import { Lock, LockBackend } from "@sage/lock"
+import { type InvalidArgument, LockRedisError } from "@sage/lock/LockError"
+import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import * as IoredisBackend from "../src/IoredisBackend.ts"
+import { classify } from "../src/internal/classify.ts"
+import { ownedClient } from "./targets.ts"
+
+const flavor = ServerBinary.flavorsUnderTest()[0]!
+
+/** The clients connected to `server`, not counting the test kit's own command connection. */
+const clientNames = (server: RedisServer.RedisServer) =>
+  Effect.map(server.command("CLIENT", "LIST"), (list) =>
+    String(list)
+      .split("\n")
+      .filter((line) => line.includes("cmd=") && !line.includes("cmd=client|list"))
+  )
+
+/** A loopback port nothing listens on (bound, then closed). */
+const closedPort = Effect.promise(
+  () =>
+    new Promise<number>((resolve) => {
+      const server = Net.createServer()
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as Net.AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+)
+
+const invalidField = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>): Effect.Effect<string, A> =>
+  Effect.scoped(effect).pipe(
+    Effect.flip,
+    Effect.map((error) => {
+      assert.strictEqual((error as { readonly _tag: string })._tag, "InvalidArgument")
+      return (error as unknown as { readonly field: string }).field
+    })
+  )
+
+const withLockOnce = (backend: Layer.Layer<LockBackend.LockBackend, InvalidArgument>) =>
+  Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.succeed("inside")).pipe(
+    Effect.provide(Lock.layer({ namespace: "ioredis-test" }).pipe(Layer.provide(backend)))
+  )
+
+describe("IoredisBackend", () => {
+  it.effect("bad options and clients are InvalidArgument naming the field", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* invalidField(IoredisBackend.make({ connections: 0 })), "connections")
+      assert.strictEqual(yield* invalidField(IoredisBackend.make({ connections: 2.5 })), "connections")
+      assert.strictEqual(
+        yield* invalidField(IoredisBackend.make({ wakeups: "yes" } as unknown as IoredisBackend.Options)),
+        "wakeups"
+      )
+      assert.strictEqual(yield* invalidField(IoredisBackend.make({ connectTimeout: -1 })), "connectTimeout")
+      assert.strictEqual(
+        yield* invalidField(
+          IoredisBackend.make({ sentinels: [{ host: "127.0.0.1", port: 1 }] } as unknown as IoredisBackend.Options)
+        ),
+        "sentinels"
+      )
+      assert.strictEqual(
+        yield* invalidField(IoredisBackend.fromClient({} as unknown as IoredisBackend.SharedClient)),
+        "client"
+      )
+      const cluster = new Cluster([{ host: "127.0.0.1", port: 1 }], { lazyConnect: true })
+      assert.strictEqual(
+        yield* invalidField(IoredisBackend.fromClient(cluster as unknown as IoredisBackend.SharedClient)),
+        "client"
+      )
+      const viaSentinels = new Redis({ sentinels: [{ host: "127.0.0.1", port: 1 }], name: "m", lazyConnect: true })
+      assert.strictEqual(yield* invalidField(IoredisBackend.fromClient(viaSentinels)), "client")
+    })
+  )
+
+  it.live("a server that cannot be reached fails the layer with a retryable LockRedisError within connectTimeout", () =>
+    Effect.gen(function* () {
+      const port = yield* closedPort
+      const started = performance.now()
+      const error = yield* Effect.flip(
+        Effect.scoped(IoredisBackend.make({ host: "127.0.0.1", port, connectTimeout: 500 }))
+      )
+      assert.strictEqual(error._tag, "LockRedisError")
+      if (error._tag === "LockRedisError") assert.isTrue(error.retryable, error.code)
+      assert.isBelow(performance.now() - started, 5_000)
+    })
+  )
+
+  it.live("its own connections, and the subscriber, close with the layer", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const scope = yield* Scope.make()
+      const backend = yield* Scope.provide(IoredisBackend.make({ host: "127.0.0.1", port: server.port }), scope)
+      const layer = Layer.succeed(LockBackend.LockBackend, backend)
+      // A waiter opens the subscriber: hold the lock in one fiber while another waits for it.
+      const held = Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.sleep(300)).pipe(
+        Effect.provide(Lock.layer({ namespace: "ioredis-close" }).pipe(Layer.provide(layer)))
+      )
+      const waited = Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void).pipe(
+        Effect.delay(50),
+        Effect.provide(Lock.layer({ namespace: "ioredis-close" }).pipe(Layer.provide(layer)))
+      )
+      yield* Effect.all([held, waited], { concurrency: "unbounded" })
+      assert.strictEqual((yield* clientNames(server)).length, 3, "two connections and the subscriber")
+      yield* Scope.close(scope, Exit.void)
+      yield* Effect.sleep(200)
+      assert.deepStrictEqual(yield* clientNames(server), [])
+    })
+  )
+
+  it.live("the application's client stays open after the layer closes; only the lock's subscriber goes", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const client = yield* ownedClient(server.url)
+      yield* Effect.promise(() => client.ping())
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const backend = yield* IoredisBackend.fromClient(client)
+          // Two lock clients (as two processes would be) over the backend: the waiter is woken through it.
+          const lockLayer = Lock.layer({ namespace: "ioredis-shared" }).pipe(
+            Layer.provide(Layer.succeed(LockBackend.LockBackend, backend))
+          )
+          const held = Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.sleep(300)).pipe(
+            Effect.provide(lockLayer)
+          )
+          const waited = Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void).pipe(
+            Effect.delay(50),
+            Effect.provide(lockLayer)
+          )
+          yield* Effect.all([held, waited], { concurrency: "unbounded" })
+          assert.strictEqual((yield* clientNames(server)).length, 2, "the application's client and the subscriber")
+        })
+      )
+      yield* Effect.sleep(200)
+      assert.strictEqual(client.status, "ready")
+      assert.strictEqual(yield* Effect.promise(() => client.ping()), "PONG")
+      assert.strictEqual((yield* clientNames(server)).length, 1, "the application's client alone")
+    })
+  )
+
+  it.live("a killed connection costs one call at most: ioredis reconnects and the lock goes on", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const backend = IoredisBackend.layer({ host: "127.0.0.1", port: server.port, connections: 1 })
+      const results = yield* Effect.gen(function* () {
+        const first = yield* Effect.exit(Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.succeed(1)))
+        yield* server.command("CLIENT", "KILL", "TYPE", "normal")
+        const second = yield* Effect.exit(Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.succeed(2)))
+        const third = yield* Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.succeed(3))
+        return [first, second, third] as const
+      }).pipe(Effect.provide(Lock.layer({ namespace: "ioredis-kill" }).pipe(Layer.provide(backend))))
+      assert.isTrue(Exit.isSuccess(results[0]))
+      assert.strictEqual(results[2], 3)
+    })
+  )
+
+  it.live("ioredis's failures: a refused command is the server's reply, a closed client is CLOSED", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      yield* server.command("ACL", "SETUSER", "locked-out", "on", ">secret", "~*", "+@all", "-evalsha", "-eval")
+      const user = yield* ownedClient(server.url.replace("redis://", "redis://locked-out:secret@"))
+      const refused = yield* Effect.flip(withLockOnce(IoredisBackend.layerFromClient(user)))
+      assert.instanceOf(refused, LockRedisError)
+      assert.strictEqual(refused.code, "NOPERM")
+      assert.isFalse(refused.retryable)
+      const closed = new Redis(server.url, { lazyConnect: true })
+      yield* Effect.promise(() => closed.connect())
+      yield* Effect.promise(() => closed.quit())
+      const error = yield* Effect.promise(() =>
+        closed.call("PING").then(
+          () => undefined,
+          (e: unknown) => e
+        )
+      )
+      const failure = classify("PING", error)
+      assert.strictEqual(failure.code, "CLOSED")
+      assert.isFalse(failure.retryable)
+      const gaveUp = classify("EVALSHA", Object.assign(new Error("x"), { name: "MaxRetriesPerRequestError" }))
+      assert.strictEqual(gaveUp.code, "DISCONNECTED")
+      assert.isTrue(gaveUp.retryable)
+      assert.strictEqual(classify("EVALSHA", new Error("Command timed out")).code, "TIMEOUT")
+    })
+  )
+
+  it("never loads node-redis", () => {
+    // A child process whose module resolution refuses node-redis imports the package and builds a
+    // layer value: any import of `redis` or `@redis/*` on the way fails it.
+    const hooks = `export async function resolve(specifier, context, next) {
+      if (specifier === "redis" || specifier.startsWith("@redis/")) throw new Error("node-redis was loaded: " + specifier)
+      return next(specifier, context)
+    }`
+    const register = `import { register } from "node:module"; register("data:text/javascript,${encodeURIComponent(hooks)}")`
+    const program = `const { IoredisBackend } = await import("@sage/lock-ioredis"); IoredisBackend.layer({ port: 1 }); console.log("ok")`
+    const result = ChildProcess.spawnSync(
+      process.execPath,
+      [
+        "--conditions=@sage/source",
+        "--import",
+        `data:text/javascript,${encodeURIComponent(register)}`,
+        "--input-type=module",
+        "-e",
+        program
+      ],
+      { cwd: fileURLToPath(new URL("..", import.meta.url)), encoding: "utf8", timeout: 30_000 }
+    )
+    assert.strictEqual(result.stdout.trim(), "ok", result.stderr)
+  })
+})
