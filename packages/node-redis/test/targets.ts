@@ -32,7 +32,9 @@ export const standaloneTarget = (
  * A server of `flavor` and the standalone backend over a client the test owns (as an application
  * would): the lock shares the client's connection and never closes it.
  */
-export const sharedClientTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
+export const sharedClientTarget = (
+  flavor: ServerBinary.Flavor
+): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
@@ -96,7 +98,9 @@ export const clusterTarget = (
  * an application would, with node-redis's defaults: no replica connections, so acknowledgement
  * counts the replicas the master lists).
  */
-export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
+export const sharedSentinelTarget = (
+  flavor: ServerBinary.Flavor
+): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
@@ -118,7 +122,9 @@ export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Layer.Layer<L
  * A Cluster as `clusterTarget`, and the backend over a Cluster client the test owns (node-redis's
  * defaults: no `useReplicas`, so acknowledgement counts the replicas each master lists).
  */
-export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
+export const sharedClusterTarget = (
+  flavor: ServerBinary.Flavor
+): Layer.Layer<LockBackend | ServerControl.ServerControl, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
