@@ -80,7 +80,7 @@ const markdownIn = (dir: string): Array<string> =>
 const published = (): Array<Example> => [
   ...markdown(Path.join(root, "README.md")),
   ...markdownIn(Path.join(root, "docs")).flatMap(markdown),
-  ...["packages/lock", "packages/node-redis", "packages/cli"].flatMap((pkg) => [
+  ...["packages/lock", "packages/node-redis", "packages/ioredis", "packages/cli"].flatMap((pkg) => [
     ...markdownIn(Path.join(root, pkg)).flatMap(markdown),
     ...sourceFiles(Path.join(root, pkg, "src")).flatMap(docComments)
   ])

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks what gets published, the way a user receives it (part of `npm test`):
-#   1. packs @sage/lock, @sage/lock-node-redis and @sage/lock-cli as `npm run pack` does (pack.sh:
+#   1. packs @sage/lock, @sage/lock-node-redis, @sage/lock-ioredis and @sage/lock-cli as `npm run pack` does (pack.sh:
 #      `pnpm pack`, whose prepack builds dist/);
 #   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
-#   3. installs the tarballs with effect and redis from the npm registry into a fresh temporary
+#   3. installs the tarballs with effect, redis and ioredis from the npm registry into a fresh temporary
 #      project outside the workspace (one copy of each: the CLI shares the application's), and runs a
 #      plain JavaScript program with plain `node` against a redis-server it starts (consumer/main.mjs,
 #      which also runs the installed `sage-lock` on a held lock), and `sage-lock` on a closed port;
@@ -12,7 +12,8 @@
 #   5. type-checks them again with TypeScript 7 (what a new project installs), and runs the program
 #      again with Node 24;
 #   6. runs the program and the NodeNext type-check again with the oldest `redis` the backend's peer
-#      range accepts, then with the oldest `effect` the packages' peer range accepts.
+#      range accepts, the oldest `ioredis` the ioredis backend's accepts, then with the oldest
+#      `effect` the packages' peer range accepts.
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -24,6 +25,7 @@ t0=$(date +%s)
 effect_version=$(node -p 'require("./package.json").devDependencies.effect')
 redis_version=$(node -p 'require("./package.json").devDependencies.redis')
 types_node_version=$(node -p 'require("./package.json").devDependencies["@types/node"]')
+ioredis_version=$(node -p 'require("./packages/ioredis/package.json").devDependencies.ioredis')
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sage-lock-consumer.XXXXXX")
 if [ "${SAGE_KEEP_CONSUMER:-}" = 1 ]; then
@@ -36,9 +38,10 @@ step "build and pack as the README's from-source path does (pack.sh; @sage/lock 
 bash "$here/pack.sh" "$work/tarballs"
 lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
 backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
+ioredis_tgz=$(ls "$work"/tarballs/sage-lock-ioredis-*.tgz)
 cli_tgz=$(ls "$work"/tarballs/sage-lock-cli-*.tgz)
 ls -l "$work/tarballs"
-for tgz in "$lock_tgz" "$backend_tgz" "$cli_tgz"; do
+for tgz in "$lock_tgz" "$backend_tgz" "$ioredis_tgz" "$cli_tgz"; do
   # pnpm swaps in publishConfig.exports; the workspace-only source condition must not ship.
   if tar xzf "$tgz" -O package/package.json | grep -q '"@sage/source"'; then
     echo "package-check: $(basename "$tgz") still exports the @sage/source condition" >&2
@@ -49,6 +52,7 @@ done
 step "publint"
 pnpm exec publint --strict "$lock_tgz"
 pnpm exec publint --strict "$backend_tgz"
+pnpm exec publint --strict "$ioredis_tgz"
 pnpm exec publint --strict "$cli_tgz"
 
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
@@ -56,12 +60,13 @@ pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
   --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend \
   ./Semaphore ./SemaphoreScripts ./SemaphoreMetrics ./ReadWriteLock ./Election ./ElectionScripts ./ElectionMetrics ./Leadership \
   ./PromiseClient
-pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend
+pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend ./CommandBackend
+pnpm exec attw --profile esm-only --format table-flipped "$ioredis_tgz" --include-entrypoints ./IoredisBackend
 pnpm exec attw --profile esm-only --format table-flipped "$cli_tgz" --include-entrypoints ./Cli ./CommandFailed
 
 # The backend over Effect's Redis service needs nothing from @effect/platform-node, but its examples
 # use NodeRedis.layer as an app would, so the consumer installs it at the effect version.
-step "install the tarballs with effect@$effect_version, redis@$redis_version and @effect/platform-node from the registry"
+step "install the tarballs with effect@$effect_version, redis@$redis_version, ioredis@$ioredis_version and @effect/platform-node from the registry"
 app="$work/app"
 mkdir -p "$app"
 cp "$here/consumer/main.mjs" "$here/consumer/consumer.ts" "$here/consumer/tsconfig.nodenext.json" \
@@ -70,15 +75,15 @@ cat >"$app/package.json" <<JSON
 { "name": "sage-lock-consumer", "private": true, "type": "module" }
 JSON
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
-  "$lock_tgz" "$backend_tgz" "$cli_tgz" "effect@$effect_version" "redis@$redis_version" \
-  "@effect/platform-node@$effect_version" "@types/node@$types_node_version")
+  "$lock_tgz" "$backend_tgz" "$ioredis_tgz" "$cli_tgz" "effect@$effect_version" "redis@$redis_version" \
+  "ioredis@$ioredis_version" "@effect/platform-node@$effect_version" "@types/node@$types_node_version")
 
 # The CLI's effect, @effect/platform-node and redis ranges are the packages' peer ranges, so npm gives
 # it the application's copies. A second copy would make `Cli.run`'s Effect foreign to the
 # application's effect, and the CLI's node-redis errors foreign to the backend's classification.
 single_copies() {
-  for pkg in @sage/lock @sage/lock-node-redis @sage/lock-cli; do
-    for dep in effect @effect/platform-node redis; do
+  for pkg in @sage/lock @sage/lock-node-redis @sage/lock-ioredis @sage/lock-cli; do
+    for dep in effect @effect/platform-node redis ioredis @sage/lock @sage/lock-node-redis; do
       if [ -e "$app/node_modules/$pkg/node_modules/$dep" ]; then
         echo "package-check: $pkg got its own copy of $dep" >&2
         exit 1
@@ -151,6 +156,18 @@ single_copies
 "$tsc" -p "$app/tsconfig.nodenext.json"
 echo "NodeNext with redis@$redis_oldest: ok"
 
+# And for ioredis: the oldest version the ioredis backend's peer range accepts.
+ioredis_oldest=$(node -p 'require("./packages/ioredis/package.json").peerDependencies.ioredis.match(/>=\s*([0-9][0-9.]*)/)[1]')
+if [ "$ioredis_oldest" != "$ioredis_version" ]; then
+  step "the same program and type-check against the oldest ioredis the peer range accepts (ioredis@$ioredis_oldest)"
+  (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "ioredis@$ioredis_oldest")
+  (cd "$app" && node -e 'if (require("ioredis/package.json").version !== process.argv[1]) process.exit(1)' "$ioredis_oldest")
+  single_copies
+  (cd "$app" && node main.mjs)
+  "$tsc" -p "$app/tsconfig.nodenext.json"
+  echo "NodeNext with ioredis@$ioredis_oldest: ok"
+fi
+
 # The same for effect: the packages' peer range starts at a version older than the one the workspace
 # tests with (a user may hold any version in the range).
 effect_oldest=$(node -p 'require("./packages/lock/package.json").peerDependencies.effect.match(/^\^?\s*([0-9][0-9.]*)/)[1]')
@@ -172,6 +189,7 @@ mkdir -p "$kit/node_modules/@sage"
 # Resolved like a backend's test file resolves them: workspace sources, "@sage/source" condition.
 ln -sfn "$root/packages/lock" "$kit/node_modules/@sage/lock"
 ln -sfn "$root/packages/node-redis" "$kit/node_modules/@sage/lock-node-redis"
+ln -sfn "$root/packages/ioredis" "$kit/node_modules/@sage/lock-ioredis"
 ln -sfn "$root/packages/testkit" "$kit/node_modules/@sage/lock-testkit"
 cat >"$kit/tsconfig.json" <<JSON
 {

@@ -4,8 +4,12 @@ import { Config, Effect, Layer, Option } from "effect"
 import { Election, KeyCodec, Lease, Lock, LockError, MemoryBackend, PromiseClient, Semaphore } from "@sage/lock"
 import type { Handle } from "@sage/lock/Lease"
 import type { LockBackend } from "@sage/lock/LockBackend"
+import * as LockBackendTag from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
 import { FencedWrite, NodeRedisBackend } from "@sage/lock-node-redis"
+import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
+import { IoredisBackend } from "@sage/lock-ioredis"
+import { Redis } from "ioredis"
 
 const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.LockRedisError> = Lock.layer({
   leaseDuration: "10 seconds",
@@ -79,3 +83,18 @@ export const viaPromises = async (): Promise<number> => {
   await locks.close()
   return token + (leader?.term ?? 0)
 }
+
+// ioredis: a backend of its own connections, one over the application's client, and any other client
+// through CommandBackend.
+const OverIoredis: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
+  IoredisBackend.layer({ host: "127.0.0.1", port: 6379, connections: 2 })
+const application = new Redis("redis://127.0.0.1:6379")
+const OverApplicationClient: Layer.Layer<LockBackend, LockError.InvalidArgument> =
+  IoredisBackend.layerFromClient(application)
+declare const anyClient: { send(args: ReadonlyArray<string>): Promise<unknown> }
+const OverAnyClient: Layer.Layer<LockBackend, LockError.InvalidArgument> = Layer.effect(
+  LockBackendTag.LockBackend,
+  CommandBackend.make({ description: "any client", connections: [anyClient] })
+)
+const ioLocks: PromiseClient.PromiseClient = PromiseClient.make(OverIoredis)
+export const overIoredis = [OverApplicationClient, OverAnyClient, ioLocks] as const

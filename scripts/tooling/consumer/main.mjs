@@ -1,13 +1,16 @@
 // The smoke test a user would write first, in plain JavaScript, run by plain `node` against the
 // installed tarballs: it starts a throwaway redis-server, then checks that one lock excludes a second
 // holder, that `tryWithLock` reports a busy key, and that the lock is free again after release; the
-// same through the Promise API; and that the installed `sage-lock` executable sees a held lock (run
-// at every version set it is given).
+// same through the Promise API; the ioredis backend beside the node-redis one (a lock held through
+// one excludes the other: the protocol is the same); and that the installed `sage-lock` executable
+// sees a held lock (run at every version set it is given).
 import { execFile, spawn } from "node:child_process"
 import { createServer, connect } from "node:net"
 import { Effect, Layer, Option } from "effect"
 import { Lock, LockError, PromiseClient } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
+import { IoredisBackend } from "@sage/lock-ioredis"
+import { Redis } from "ioredis"
 
 const freePort = () =>
   new Promise((resolve, reject) => {
@@ -111,6 +114,43 @@ try {
   } finally {
     await locks.close()
   }
+  // ioredis: the Promise API over the backend's own connections, and an Effect program over a client
+  // the application owns, while node-redis holds the same key.
+  const ioLocks = PromiseClient.make(IoredisBackend.layer({ host: "127.0.0.1", port }), {
+    lock: { namespace: "consumer-promise", leaseDuration: "5 seconds" }
+  })
+  const ioredis = new Redis({ host: "127.0.0.1", port })
+  try {
+    const value = await ioLocks.using("io-job", { waitTimeout: 2_000 }, async (_signal, lease) => lease.fencingToken)
+    if (!(value > 0)) failures.push(`ioredis: PromiseClient.using returned ${value}`)
+    const nodeRedisLocks = PromiseClient.make(NodeRedisBackend.layer({ url: `redis://127.0.0.1:${port}` }), {
+      lock: { namespace: "consumer-promise", leaseDuration: "5 seconds" }
+    })
+    try {
+      const held = await nodeRedisLocks.acquire("shared-job", { waitTimeout: 2_000 })
+      const busy = await ioLocks.tryUsing("shared-job", async () => "ran")
+      if (busy.acquired !== false) failures.push("ioredis: took a key that node-redis held")
+      await held.release()
+      const free = await ioLocks.tryUsing("shared-job", async () => "ran")
+      if (free.acquired !== true) failures.push("ioredis: the key stayed locked after node-redis released it")
+    } finally {
+      await nodeRedisLocks.close()
+    }
+    const fromClient = await Effect.runPromise(
+      Effect.succeed("inside").pipe(
+        Lock.withLock("io-effect", { waitTimeout: "2 seconds" }),
+        Effect.provide(
+          Lock.layer({ namespace: "consumer-smoke" }).pipe(Layer.provide(IoredisBackend.layerFromClient(ioredis)))
+        )
+      )
+    )
+    if (fromClient !== "inside") failures.push(`ioredis: withLock over the application's client returned ${fromClient}`)
+    if ((await ioredis.ping()) !== "PONG") failures.push("ioredis: the application's client was closed by the lock")
+  } finally {
+    await ioLocks.close()
+    await ioredis.quit()
+  }
+
   if (result.whileHeld[0] !== "inside") failures.push("withLock did not return the body's value")
   if (!Option.isSome(result.whileHeld[1])) failures.push("tryWithLock on a free key did not run")
   if (result.nested !== true) failures.push("tryWithLock ran while the same key was held")
