@@ -182,7 +182,7 @@ export const fromClient = (
  * const SemaphoreLive = Semaphore.layer({ namespace: "partner-api" }).pipe(
  *   Layer.provide(IoredisBackend.layer({ host: "127.0.0.1", port: 6379 }))
  * )
- * const call = Semaphore.withPermits("quota", { limit: 4 })(Effect.log("one of four")).pipe(
+ * const call = Semaphore.withPermits("quota", { limit: 4, waitTimeout: "10 seconds" })(Effect.log("one of four")).pipe(
  *   Effect.provide(SemaphoreLive)
  * )
  * ```

@@ -36,7 +36,7 @@
  *     connections: [{ send: ([command, ...args]) => client.call(command!, ...args) }]
  *   })
  * )
- * const program = Lock.withLock("report")(Effect.log("alone")).pipe(
+ * const program = Lock.withLock("report", { waitTimeout: "5 seconds" })(Effect.log("alone")).pipe(
  *   Effect.provide(Lock.layer({ namespace: "app" })),
  *   Effect.provide(BackendLive)
  * )

@@ -8,13 +8,15 @@ import * as Schema from "effect/Schema"
 /**
  * The libraries the bench compares; `baseline` is the hand-written node-redis lock, and `protocol`
  * the same loop with @sage/lock's scripts (protocolFloor.ts), the floor of what the lock could reach.
+ * `sage-ioredis` is @sage/lock over `@sage/lock-ioredis`, on the client redlock and redis-semaphore use.
  */
-export const libraries = ["sage", "redlock", "sesame", "semaphore", "protocol", "baseline"] as const
+export const libraries = ["sage", "sage-ioredis", "redlock", "sesame", "semaphore", "protocol", "baseline"] as const
 export type Library = (typeof libraries)[number]
 
 /** How the tables name each library. */
 export const libraryLabel: Record<Library, string> = {
   sage: "@sage/lock",
+  "sage-ioredis": "@sage/lock over ioredis",
   redlock: "redlock 5",
   sesame: "@sesamecare-oss/redlock",
   semaphore: "redis-semaphore Mutex",

@@ -36,10 +36,10 @@ const peers: ReadonlyArray<Library> = ["redlock", "sesame", "semaphore"]
  * `@sage/lock`'s rate over each peer's in the same round: the median and the rounds' range, e.g.
  * "redlock 5 1.04x (0.95-1.10)".
  */
-const againstPeers = (entry: Collected): string =>
+const againstPeers = (entry: Collected, ours: Library = "sage"): string =>
   peers
     .map((peer) => {
-      const ratios = ratiosBetween(entry.runs.sage, entry.runs[peer], perSecondOf)
+      const ratios = ratiosBetween(entry.runs[ours], entry.runs[peer], perSecondOf)
       return `${libraryLabel[peer]} ${times(median(ratios))} (${rangeCell(rangeOf(ratios))})`
     })
     .join(", ")
@@ -96,6 +96,7 @@ export const uncontendedTable = (entry: Collected): string =>
     })
   ) +
   `\n\n@sage/lock's cycles/s over each peer's in the same round (median, rounds' range): ${againstPeers(entry)}` +
+  `; over ioredis: ${againstPeers(entry, "sage-ioredis")}` +
   `\n\nMedian load1 at the start of its runs: ${loadCell(entry)}`
 
 export const contendedTable = (entry: Collected): string =>

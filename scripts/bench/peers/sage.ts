@@ -1,5 +1,5 @@
 // @sage/lock in the peers bench, through its public API only: `Lock.layer` over
-// `NodeRedisBackend.layer`, run by a `ManagedRuntime`, and `withLock(key, { waitTimeout })(body)`. The
+// `NodeRedisBackend.layer` (or `IoredisBackend.layer`), run by a `ManagedRuntime`, and `withLock(key, { waitTimeout })(body)`. The
 // workloads are the ones in drivers.ts written in Effect, as an Effect user would write them (fibers,
 // `Effect.sleep`, a `Deferred` as the held bodies' gate), so that one `runPromise` covers a whole
 // measurement and no per-call bridge to Promises is charged to the lock. A loss is a `LockLost` failure.
@@ -12,6 +12,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Lock, type LockError } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
+import { IoredisBackend } from "@sage/lock-ioredis"
 import {
   collectGarbage,
   settleMillis,
@@ -250,3 +251,15 @@ const namespace = "peers"
 /** The workloads on one `Lock` client, built when the runner is made (the connection included). */
 export const make = (url: string, leaseMillis: number): Promise<Runner> =>
   makeWith(Lock.layer({ namespace, leaseDuration: leaseMillis }).pipe(Layer.provide(backend(url))), () => Lock.Lock)
+
+/** The same over the ioredis backend (its own connections, with the same count as `backend`). */
+export const makeOverIoredis = (url: string, leaseMillis: number): Promise<Runner> => {
+  const connections = process.env["PEERS_SAGE_CONNECTIONS"]
+  const { hostname, port } = new URL(url)
+  const layer = IoredisBackend.layer({
+    host: hostname,
+    port: Number(port),
+    ...(connections === undefined ? {} : { connections: Number(connections) })
+  })
+  return makeWith(Lock.layer({ namespace, leaseDuration: leaseMillis }).pipe(Layer.provide(layer)), () => Lock.Lock)
+}

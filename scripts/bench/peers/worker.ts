@@ -19,6 +19,8 @@ const loadPeer = async (library: Library, url: string, leaseMillis: number): Pro
   switch (library) {
     case "sage":
       return (await import("./sage.ts")).make(url, leaseMillis)
+    case "sage-ioredis":
+      return (await import("./sage.ts")).makeOverIoredis(url, leaseMillis)
     case "redlock":
       return (await import("./drivers.ts")).runner(await (await import("./redlock.ts")).makeRedlock(url, leaseMillis))
     case "sesame":
