@@ -145,7 +145,15 @@ const runSlices = async (
 > => {
   const out = []
   for (const [index, workload] of workloads.entries()) {
-    const slices: Slices = { sage: [], "sage-ioredis": [], redlock: [], sesame: [], semaphore: [], protocol: [], baseline: [] }
+    const slices: Slices = {
+      sage: [],
+      "sage-ioredis": [],
+      redlock: [],
+      sesame: [],
+      semaphore: [],
+      protocol: [],
+      baseline: []
+    }
     const loads: Array<number> = []
     const measure = async (library: Library, round: number, warmupMillis: number) => {
       if (signal.aborted) throw new Error("interrupted")
