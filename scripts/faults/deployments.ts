@@ -1,6 +1,7 @@
-// The three deployments the fault matrix runs on, started from the test kit for one scope, with what
-// a scenario needs to aim its fault: the current master of a lock key, its replicas, every data node,
-// and (for the final read of the servers) the master a key settled on after the run.
+// The deployments the fault matrix runs on, started from the test kit for one scope, with what a
+// scenario needs to aim its fault: the current master of a lock key, its replicas, every data node,
+// and (for the final read of the servers) the master a key settled on after the run. `ioredis` is a
+// standalone server whose workers use the ioredis backend instead of node-redis's.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import {
@@ -15,7 +16,7 @@ import {
 } from "@sage/lock-testkit"
 import type { Connection } from "./protocol.ts"
 
-export const deploymentKinds = ["standalone", "sentinel", "cluster"] as const
+export const deploymentKinds = ["standalone", "ioredis", "sentinel", "cluster"] as const
 export type DeploymentKind = (typeof deploymentKinds)[number]
 
 export interface Deployment {
@@ -93,16 +94,17 @@ const createAclUser = (nodes: ReadonlyArray<RedisServer.RedisServer>, options: D
       )
     : Effect.succeed(undefined)
 
-const standalone = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
+const standalone = (flavor: ServerBinary.Flavor, options: DeploymentOptions, client: "node-redis" | "ioredis") =>
   Effect.gen(function* () {
     const server = yield* RedisServer.start({ flavor, args: options.args })
     const proxies = yield* proxiesFor([server], options.proxies ?? 0)
     const deployment: Deployment = {
-      kind: "standalone",
+      kind: client === "ioredis" ? "ioredis" : "standalone",
       flavor,
       connectionFor: (worker) => ({
         _tag: "standalone",
-        url: proxies.get(worker)?.get(server.port)?.url ?? server.url
+        url: proxies.get(worker)?.get(server.port)?.url ?? server.url,
+        client
       }),
       nodes: [server],
       sentinel: undefined,
@@ -169,7 +171,9 @@ export const start = (
 ): Effect.Effect<Deployment, TestkitError.TestkitError, Scope.Scope> => {
   switch (kind) {
     case "standalone":
-      return standalone(flavor, options)
+      return standalone(flavor, options, "node-redis")
+    case "ioredis":
+      return standalone(flavor, options, "ioredis")
     case "sentinel":
       return sentinel(flavor, options)
     case "cluster":

@@ -9,7 +9,11 @@ import * as Schema from "effect/Schema"
 
 /** How a worker reaches the deployment; each worker builds its own clients. */
 export const Connection = Schema.Union([
-  Schema.TaggedStruct("standalone", { url: Schema.String }),
+  /** One server; `client` picks the backend (node-redis's when absent). */
+  Schema.TaggedStruct("standalone", {
+    url: Schema.String,
+    client: Schema.optional(Schema.Literals(["node-redis", "ioredis"]))
+  }),
   Schema.TaggedStruct("sentinel", {
     masterName: Schema.String,
     sentinels: Schema.Array(Schema.Struct({ host: Schema.String, port: Schema.Int }))

@@ -25,8 +25,8 @@ import { waitingScenarios } from "./waiting.ts"
 
 export type { Expectation, FaultContext, Scenario } from "./scenario.ts"
 
-const all: ReadonlyArray<DeploymentKind> = ["standalone", "sentinel", "cluster"]
-const direct: ReadonlyArray<DeploymentKind> = ["standalone", "cluster"]
+const all: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "sentinel", "cluster"]
+const direct: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "cluster"]
 
 const target = (context: FaultContext): Effect.Effect<RedisServer.RedisServer, TestkitError.TestkitError> =>
   context.deployment.masterFor(context.redisKeys[0] ?? "")
@@ -100,7 +100,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "master-kill-restart-empty",
     fault: "standalone: kill -9 the server and restart it empty at once [S2]",
-    deployments: ["standalone"],
+    deployments: ["standalone", "ioredis"],
     expect: "violation",
     lockLostRequired: true,
     why: "a restart without persistence forgets every lock (semantics.md, Limits): a new holder can enter while the old body runs, and the old holder's next renewal must report LockLost",
@@ -180,7 +180,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "oom-noeviction",
     fault: "maxmemory below usage with noeviction for 2 s [S6b]",
-    deployments: ["standalone", "sentinel"],
+    deployments: ["standalone", "ioredis", "sentinel"],
     expect: "exclusion",
     expectedErrorCodes: ["OOM"],
     why: "new acquisitions fail at once with RedisError OOM; held locks keep renewing and releasing (no shebang scripts)",
@@ -201,7 +201,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "eviction-volatile-ttl",
     fault: "maxmemory below usage with volatile-ttl for 2 s: the lock keys are evicted [S6]",
-    deployments: ["standalone", "sentinel"],
+    deployments: ["standalone", "ioredis", "sentinel"],
     expect: "violation",
     lockLostRequired: true,
     expectedErrorCodes: ["OOM"],
@@ -509,7 +509,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "loading",
     fault: "DEBUG RELOAD of 20,000 keys slowed to ~2.5 s: every command gets LOADING [S11b]",
-    deployments: ["standalone", "sentinel"],
+    deployments: ["standalone", "ioredis", "sentinel"],
     expect: "exclusion",
     why: "LOADING is temporary: acquisitions retry within waitTimeout, renewals within the usable lease; lock keys survive the reload",
     inject: (context) => Effect.flatMap(target(context), (master) => Faults.loading(master, 20_000))
@@ -517,7 +517,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "connection-limit",
     fault: "maxclients 1 and every client connection killed on the key's master for 2 s [S12]",
-    deployments: ["standalone", "cluster"],
+    deployments: ["standalone", "ioredis", "cluster"],
     expect: "exclusion",
     why:
       "ERR max number of clients reached is a connection failure, retried within the budget " +

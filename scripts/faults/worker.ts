@@ -18,6 +18,7 @@ import * as Net from "node:net"
 import { NodeRuntime } from "@effect/platform-node"
 import { Election, Lease, type Leadership, Lock, type LockBackend, type LockError, Semaphore } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
+import { IoredisBackend } from "@sage/lock-ioredis"
 import {
   type Connection,
   monotonicMicros,
@@ -62,6 +63,10 @@ const backendLayer = (
   const credentials = auth === undefined ? {} : { username: auth.username, password: auth.password }
   switch (connection._tag) {
     case "standalone":
+      if (connection.client === "ioredis") {
+        const { hostname, port } = new URL(connection.url)
+        return IoredisBackend.layer({ host: hostname, port: Number(port), ...credentials })
+      }
       return NodeRedisBackend.layer({ url: connection.url, ...credentials })
     case "sentinel":
       return NodeRedisBackend.layerSentinel({

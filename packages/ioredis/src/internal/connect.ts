@@ -18,7 +18,14 @@ export const connect = (
 ): Effect.Effect<Redis, LockRedisError, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context()
-    const client = new Redis({ retryStrategy: defaultRetryStrategy, ...options, lazyConnect: true })
+    // Auto-pipelining writes the commands of one tick together (in order), as node-redis does: under
+    // many concurrent locks the server then reads them in one go instead of one write each.
+    const client = new Redis({
+      retryStrategy: defaultRetryStrategy,
+      enableAutoPipelining: true,
+      ...options,
+      lazyConnect: true
+    })
     let ready = false
     let reported = false
     // ioredis rejects a first connect that failed with "Connection is closed."; the socket's own
