@@ -5,6 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as ChildProcess from "node:child_process"
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -146,6 +147,47 @@ describe("IoredisBackend", () => {
       assert.strictEqual(yield* Effect.promise(() => client.ping()), "PONG")
       assert.strictEqual((yield* clientNames(server)).length, 1, "the application's client alone")
     })
+  )
+
+  it.live("a subscription refused after a reconnect (an ACL change) leaves waiters polling and ends nothing", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      yield* server.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all")
+      const backend = yield* IoredisBackend.make({
+        host: "127.0.0.1",
+        port: server.port,
+        username: "locker",
+        password: "pw"
+      })
+      const lockLayer = Lock.layer({ namespace: "ioredis-acl" }).pipe(
+        Layer.provide(Layer.succeed(LockBackend.LockBackend, backend))
+      )
+      // A holder in one client and a waiter in another: the waiter subscribes, then is woken.
+      const round = Effect.all(
+        [
+          Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.sleep(200)).pipe(Effect.provide(lockLayer)),
+          Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void).pipe(
+            Effect.delay(50),
+            Effect.provide(lockLayer)
+          )
+        ],
+        { concurrency: "unbounded" }
+      )
+      yield* round
+      // The lock's subscriber is killed while SUBSCRIBE is refused: its resubscription fails.
+      yield* server.command("ACL", "SETUSER", "locker", "-subscribe")
+      yield* server.command("CLIENT", "KILL", "TYPE", "pubsub")
+      yield* Effect.sleep(500)
+      // A wait that needs a new subscription now fails with the refusal, as documented; nothing else.
+      const refused = yield* Effect.exit(round)
+      if (Exit.isFailure(refused)) {
+        const error = Cause.squash(refused.cause)
+        assert.instanceOf(error, LockRedisError)
+        assert.strictEqual(error.code, "NOPERM")
+      }
+      yield* server.command("ACL", "SETUSER", "locker", "+subscribe")
+      yield* round
+    }).pipe(Effect.scoped)
   )
 
   it.live("a killed connection costs one call at most: ioredis reconnects and the lock goes on", () =>

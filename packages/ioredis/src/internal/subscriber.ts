@@ -15,11 +15,24 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
     const opened: Array<Redis> = []
     yield* Effect.addFinalizer(() => Effect.forEach(opened, close, { concurrency: "unbounded", discard: true }))
     return async () => {
-      const duplicate = client.duplicate({ lazyConnect: true })
+      // ioredis's own resubscription after a reconnect leaves a refused SUBSCRIBE (an ACL change:
+      // NOPERM) as an unhandled rejection, which ends the process: the lock resubscribes itself. Its
+      // ready check needs INFO, which a least-privilege lock user may not run.
+      const duplicate = client.duplicate({ lazyConnect: true, autoResubscribe: false, enableReadyCheck: false })
       // Without a listener ioredis prints every connection error; the waiters' polls cover an outage.
       duplicate.on("error", () => {})
       opened.push(duplicate)
       const listeners = new Map<string, Set<(message: string) => void>>()
+      // After a reconnect, the channels in use are subscribed again; a refusal leaves their waiters
+      // polling (wake-ups are a shortcut), and a later wait on a dropped channel subscribes it anew.
+      let connectedOnce = false
+      duplicate.on("ready", () => {
+        if (!connectedOnce) {
+          connectedOnce = true
+          return
+        }
+        for (const channel of listeners.keys()) duplicate.subscribe(channel).catch(() => undefined)
+      })
       duplicate.on("message", (channel: string, message: string) => {
         const forChannel = listeners.get(channel)
         if (forChannel !== undefined) for (const listener of forChannel) listener(message)
