@@ -128,7 +128,7 @@ export const renderReport = (input: ReportInput): string => {
       "of its key that ended before it; **token order** violations: a body that left before another entered yet holds a token not below it, " +
       "or two grants of one key with one token (in a semaphore row, with how many grant order explains: the later body's call began before " +
       "the earlier body entered, so its grant may have come first and reached its body after another permit's whole grant and body); **hangs** calls that waited longer than `waitTimeout` + 1 s, or returned " +
-      "more than 2 s after their body ended, each with 250 ms of scheduling tolerance (time a worker spent stopped by the test is not counted); " +
+      "more than 2 s after their body ended (a leader's: 4 s, for its confirmation, release and announcement, each bounded on its own), each with 250 ms of scheduling tolerance (time a worker spent stopped by the test is not counted); " +
       "**max wait ms** the longest wait of a call, to its body or its failure; **gap ms** the longest time in which no body " +
       "entered on any key (how hard the fault hit); **idle ms** the longest time a key had no body inside while live calls (of running " +
       "workers) waited for it, a killed holder's key counting as held for a lease after the kill (how promptly hand-offs happen); **left** " +

@@ -263,7 +263,8 @@ export const runCell = (
           endedAt: Math.max(endedAt, stoppedAt),
           expectedErrorCodes: scenario.expectedErrorCodes ?? [],
           leaseMillis: settings.leaseMillis,
-          clockOffset: offset
+          clockOffset: offset,
+          election: scenario.election === true
         })
         return { counts, left, faultStartedAt, healedAt }
       })
