@@ -27,8 +27,10 @@ const subset: ReadonlyArray<readonly [string, DeploymentKind, ServerBinary.Flavo
   ["replica-stall", "sentinel"],
   ["cluster-failover-force", "cluster"],
   ["key-theft", "cluster"],
-  // Wake-ups refused mid-run: waiters fall back to polling, and no client retries in a loop.
+  // Wake-ups refused mid-run: waiters fall back to polling, and no client retries in a loop. On
+  // ioredis too: its own resubscription once ended the process on the refusal.
   ["subscribe-revoked", "standalone"],
+  ["subscribe-revoked", "ioredis"],
   // Waiters killed while registered: the release passes over them, and the lock never stands free
   // while a live waiter waits (Sentinel: woken, not granted, so the served waiter moves to the head).
   ["waiters-killed", "sentinel"],
