@@ -19,12 +19,12 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
-import { createClient } from "redis"
 import { RedisServer, type ServerBinary } from "@sage/lock-testkit"
-import * as Arguments from "./arguments.ts"
+import * as ServerCpuBench from "./serverCpuBench.ts"
+import { type Client, type Plan, withScripts } from "./serverCpuBench.ts"
 import { parseCpuMicros } from "./peers/counters.ts"
 import { scriptSha } from "./scriptSha.ts"
-import { median, load1, table } from "./stats.ts"
+import { median, table } from "./stats.ts"
 
 class SemaphoreExpiryError extends Data.TaggedError("SemaphoreExpiryError")<{ readonly message: string }> {}
 
@@ -32,11 +32,6 @@ const usage = `usage: node --conditions=@sage/source bench/semaphoreExpiry.ts [-
   Starts redis-server 8.0 and valkey-server 9.1, then measures the server CPU of one
   acquire-and-release of a permit beside 1 to 1,000 other holders, for holders in a sorted set
   scored with the server's time and for holders in hash fields that expire. About two minutes.`
-
-interface Plan {
-  readonly rounds: number
-  readonly cycles: number
-}
 
 const full: Plan = { rounds: 3, cycles: 20_000 }
 /** A smoke run of the same code paths; its numbers are too few to quote. */
@@ -120,8 +115,6 @@ const twins: ReadonlyArray<Twin> = [
   { name: "hash fields that expire", acquire: fieldAcquire, release: fieldRelease }
 ]
 
-type Client = ReturnType<typeof createClient>
-
 const keysOf = (twin: number, holders: number, semaphore: number): Array<string> => {
   const tag = `{bench-expiry:${twin}:${holders}:${semaphore}}`
   return [`${tag}:holders`, `${tag}:meta`, `${tag}:fence`]
@@ -176,20 +169,10 @@ const runOn = (flavor: ServerBinary.Flavor, plan: Plan) =>
   Effect.scoped(
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
-      const client = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: async () => {
-            const client: Client = createClient({ url: server.url })
-            await client.connect()
-            for (const twin of twins) {
-              await client.scriptLoad(twin.acquire)
-              await client.scriptLoad(twin.release)
-            }
-            return client
-          },
-          catch: (cause) => new SemaphoreExpiryError({ message: `cannot connect to ${server.url}: ${String(cause)}` })
-        }),
-        (client) => Effect.promise(() => client.close())
+      const client = yield* withScripts(
+        server.url,
+        twins.flatMap((twin) => [twin.acquire, twin.release]),
+        (message) => new SemaphoreExpiryError({ message })
       )
       const rows: Array<Array<string>> = []
       for (const holders of holderCounts) {
@@ -217,19 +200,17 @@ const runOn = (flavor: ServerBinary.Flavor, plan: Plan) =>
     })
   )
 
-const program = Effect.gen(function* () {
-  const args = yield* Arguments.parse(usage)
-  if (args === undefined) return
-  const plan = args.quick ? quick : full
-  const loadBefore = load1()
-  const reports: Array<string> = []
-  for (const flavor of ["redis8", "valkey9"] as const) reports.push(`### ${flavor}\n\n${yield* runOn(flavor, plan)}`)
-  process.stdout.write(
+const program = ServerCpuBench.program({
+  usage,
+  full,
+  quick,
+  flavors: ["redis8", "valkey9"],
+  runOn,
+  heading: (plan, load) =>
     `## Semaphore holders: sorted set against expiring hash fields\n\n` +
-      `Server CPU of one acquire-and-release cycle, medians of ${plan.rounds} rounds of ${plan.cycles} cycles, ` +
-      `${concurrency} in flight, order rotated; 1-minute load ${loadBefore.toFixed(2)} before, ` +
-      `${load1().toFixed(2)} after.\n\n${reports.join("\n\n")}\n`
-  )
+    `Server CPU of one acquire-and-release cycle, medians of ${plan.rounds} rounds of ${plan.cycles} cycles, ` +
+    `${concurrency} in flight, order rotated; 1-minute load ${load.before.toFixed(2)} before, ` +
+    `${load.after.toFixed(2)} after.`
 })
 
 NodeRuntime.runMain(program)

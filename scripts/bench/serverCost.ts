@@ -12,15 +12,15 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
-import { createClient } from "redis"
 import { LockScripts } from "@sage/lock"
-import { RedisServer } from "@sage/lock-testkit"
-import * as Arguments from "./arguments.ts"
+import { RedisServer, type ServerBinary } from "@sage/lock-testkit"
+import * as ServerCpuBench from "./serverCpuBench.ts"
+import { type Client, type Plan, withScripts } from "./serverCpuBench.ts"
 import { compareAndDelete } from "./baselineScripts.ts"
 import { lockAcquireCommand, lockReleaseCommand } from "./lockCommands.ts"
 import { parseCpuMicros } from "./peers/counters.ts"
 import { scriptSha } from "./scriptSha.ts"
-import { load1, median, table } from "./stats.ts"
+import { median, table } from "./stats.ts"
 
 class ServerCostError extends Data.TaggedError("ServerCostError")<{ readonly message: string }> {}
 
@@ -28,11 +28,6 @@ const usage = `usage: node --conditions=@sage/source bench/serverCost.ts [--quic
   Starts redis-server 7 and valkey-server 8, then measures the server CPU of one uncontended
   acquire-and-release cycle for the baseline, the lock's protocol and variants of it, 64 cycles in
   flight, in rotated rounds. About a minute.`
-
-interface Plan {
-  readonly rounds: number
-  readonly cycles: number
-}
 
 const full: Plan = { rounds: 5, cycles: 60_000 }
 /** A smoke run of the same code paths; its numbers are too few to quote. */
@@ -106,8 +101,6 @@ const variants: ReadonlyArray<Variant> = [
   }
 ]
 
-type Client = ReturnType<typeof createClient>
-
 const serverCpuMicros = async (client: Client): Promise<number> => parseCpuMicros(await client.info("cpu"))
 
 /** Runs `cycles` cycles of `variant`, `concurrency` at a time; answers server CPU us per cycle. */
@@ -133,22 +126,11 @@ const measure = async (client: Client, variant: Variant, cycles: number, round: 
   return (after - before) / cycles
 }
 
-const runOn = (flavor: "redis7" | "valkey8", plan: Plan) =>
+const runOn = (flavor: ServerBinary.Flavor, plan: Plan) =>
   Effect.scoped(
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
-      const client = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: async () => {
-            const client: Client = createClient({ url: server.url })
-            await client.connect()
-            for (const lua of scripts) await client.scriptLoad(lua)
-            return client
-          },
-          catch: (cause) => new ServerCostError({ message: `cannot connect to ${server.url}: ${String(cause)}` })
-        }),
-        (client) => Effect.promise(() => client.close())
-      )
+      const client = yield* withScripts(server.url, scripts, (message) => new ServerCostError({ message }))
       const perVariant = variants.map((): Array<number> => [])
       const ratios = variants.map((): Array<number> => [])
       for (let round = 0; round < plan.rounds; round++) {
@@ -176,17 +158,15 @@ const runOn = (flavor: "redis7" | "valkey8", plan: Plan) =>
     })
   )
 
-const program = Effect.gen(function* () {
-  const args = yield* Arguments.parse(usage)
-  if (args === undefined) return
-  const plan = args.quick ? quick : full
-  const loadBefore = load1()
-  const reports: Array<string> = []
-  for (const flavor of ["redis7", "valkey8"] as const) reports.push(`### ${flavor}\n\n${yield* runOn(flavor, plan)}`)
-  process.stdout.write(
+const program = ServerCpuBench.program({
+  usage,
+  full,
+  quick,
+  flavors: ["redis7", "valkey8"],
+  runOn,
+  heading: (plan, load) =>
     `## Server CPU per uncontended cycle\n\n${plan.rounds} rounds of ${plan.cycles} cycles, ${concurrency} in flight, ` +
-      `order rotated; 1-minute load ${loadBefore.toFixed(2)} before, ${load1().toFixed(2)} after.\n\n${reports.join("\n\n")}\n`
-  )
+    `order rotated; 1-minute load ${load.before.toFixed(2)} before, ${load.after.toFixed(2)} after.`
 })
 
 NodeRuntime.runMain(program)

@@ -142,6 +142,20 @@ if [ "$(uname -sm)" = "Linux x86_64" ]; then
   (cd "$app" && PATH="$node_next_bin:$PATH" node --version && PATH="$node_next_bin:$PATH" node main.mjs)
 fi
 
+# Installs `<name>@<version>` (and any further package specs given), checks that `<name>` resolves to
+# that version, then runs the program and the NodeNext type-check again.
+rerun_with() {
+  local name=$1 version=$2
+  shift 2
+  (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "$name@$version" "$@")
+  (cd "$app" && node -e 'if (require(process.argv[1] + "/package.json").version !== process.argv[2]) process.exit(1)' \
+    "$name" "$version")
+  single_copies
+  (cd "$app" && node main.mjs)
+  "$tsc" -p "$app/tsconfig.nodenext.json"
+  echo "NodeNext with $name@$version: ok"
+}
+
 # The peer range's lower bound is a claim too: the oldest node-redis it accepts runs the same program
 # and type-checks the same examples (node-redis 5.0 lacks the error classes the backend imports, and
 # before 5.7 its command options have no `timeout`, so the shared-client layers do not type-check;
@@ -149,23 +163,13 @@ fi
 # so the range starts there). The suites themselves run on that version too (vitest.config.ts).
 redis_oldest=$(node -p 'require("./packages/node-redis/package.json").peerDependencies.redis.match(/>=\s*([0-9][0-9.]*)/)[1]')
 step "the same program and type-check against the oldest node-redis the peer range accepts (redis@$redis_oldest)"
-(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "redis@$redis_oldest")
-(cd "$app" && node -e 'if (require("redis/package.json").version !== process.argv[1]) process.exit(1)' "$redis_oldest")
-single_copies
-(cd "$app" && node main.mjs)
-"$tsc" -p "$app/tsconfig.nodenext.json"
-echo "NodeNext with redis@$redis_oldest: ok"
+rerun_with redis "$redis_oldest"
 
 # And for ioredis: the oldest version the ioredis backend's peer range accepts.
 ioredis_oldest=$(node -p 'require("./packages/ioredis/package.json").peerDependencies.ioredis.match(/>=\s*([0-9][0-9.]*)/)[1]')
 if [ "$ioredis_oldest" != "$ioredis_version" ]; then
   step "the same program and type-check against the oldest ioredis the peer range accepts (ioredis@$ioredis_oldest)"
-  (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "ioredis@$ioredis_oldest")
-  (cd "$app" && node -e 'if (require("ioredis/package.json").version !== process.argv[1]) process.exit(1)' "$ioredis_oldest")
-  single_copies
-  (cd "$app" && node main.mjs)
-  "$tsc" -p "$app/tsconfig.nodenext.json"
-  echo "NodeNext with ioredis@$ioredis_oldest: ok"
+  rerun_with ioredis "$ioredis_oldest"
 fi
 
 # The same for effect: the packages' peer range starts at a version older than the one the workspace
@@ -173,13 +177,7 @@ fi
 effect_oldest=$(node -p 'require("./packages/lock/package.json").peerDependencies.effect.match(/^\^?\s*([0-9][0-9.]*)/)[1]')
 if [ "$effect_oldest" != "$effect_version" ]; then
   step "the same program and type-check against the oldest effect the peer range accepts (effect@$effect_oldest)"
-  (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
-    "effect@$effect_oldest" "@effect/platform-node@$effect_oldest")
-  (cd "$app" && node -e 'if (require("effect/package.json").version !== process.argv[1]) process.exit(1)' "$effect_oldest")
-  single_copies
-  (cd "$app" && node main.mjs)
-  "$tsc" -p "$app/tsconfig.nodenext.json"
-  echo "NodeNext with effect@$effect_oldest: ok"
+  rerun_with effect "$effect_oldest" "@effect/platform-node@$effect_oldest"
 fi
 
 step "type-check the test kit's examples in the workspace (the kit is private, never packed)"
