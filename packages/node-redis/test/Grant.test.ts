@@ -6,8 +6,8 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import { Lease, LockScripts } from "@sage/lock"
-import type { Backend } from "@sage/lock/LockBackend"
+import { Lease, Lock, LockScripts } from "@sage/lock"
+import { type Backend, LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -349,6 +349,70 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         const releasedAt = performance.now()
         yield* Fiber.join(waiting)
         assert.isAbove(startedAt, releasedAt - 1, "it started once the real release came")
+      })
+    )
+
+    it.live("a grant whose release failed is not taken again with its fencing token by the same client", () =>
+      Effect.gen(function* () {
+        const server = yield* RedisServer.start({ flavor })
+        yield* server.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all")
+        const url = server.url.replace("redis://", "redis://locker:pw@")
+        const lease = { namespace: "wake", leaseDuration: "3 seconds" } as const
+        const a = yield* Effect.flatMap(NodeRedisBackend.make({ url }), (backend) =>
+          Lock.make(lease).pipe(Effect.provideService(LockBackend, backend))
+        )
+        const b = yield* Effect.flatMap(NodeRedisBackend.make({ url }), (backend) =>
+          Lock.make(lease).pipe(Effect.provideService(LockBackend, backend))
+        )
+        const setRules = (...rules: ReadonlyArray<string>) => server.command("ACL", "SETUSER", "locker", ...rules)
+        // `a` holds the key until `b` waits; `b` then holds it under the release's grant when the
+        // hand-off is prompt (otherwise under its own token: try again). Under a grant, `b` keeps the
+        // key past its first renewal, then loses its scripts: its renewal fails (LockLost) and so
+        // does its release, and the key still holds the grant's token when the scripts come back.
+        const round = Effect.gen(function* () {
+          const inside = yield* Deferred.make<void>()
+          const held = yield* Effect.forkChild(
+            a.withLock("k", { waitTimeout: "5 seconds" })(
+              Deferred.succeed(inside, undefined).pipe(Effect.andThen(waitersRegistered(server, "k", 1)))
+            )
+          )
+          yield* Deferred.await(inside)
+          const seen = yield* b
+            .withLock("k", { waitTimeout: "5 seconds" })(
+              Effect.gen(function* () {
+                const fence = yield* Lease.fencingToken
+                const value = String(yield* server.command("GET", lockKeyOf("k")))
+                if (!value.endsWith(`:${fence}`)) return { fence, granted: false }
+                yield* Effect.sleep(700)
+                yield* setRules("-evalsha", "-eval")
+                yield* Effect.never
+                return { fence, granted: true }
+              })
+            )
+            .pipe(
+              Effect.catchTag("LockLost", () =>
+                Effect.gen(function* () {
+                  const value = String(yield* server.command("GET", lockKeyOf("k")))
+                  return { fence: Number(value.slice(value.lastIndexOf(":") + 1)), granted: true }
+                })
+              ),
+              Effect.ensuring(Effect.orDie(setRules("+evalsha", "+eval")))
+            )
+          yield* Fiber.join(held)
+          return seen
+        })
+        yield* round
+        yield* Effect.sleep(1_100)
+        let lost: { readonly fence: number; readonly granted: boolean } | undefined
+        for (let i = 0; i < 4 && lost === undefined; i++) {
+          const seen = yield* round
+          if (seen.granted) lost = seen
+          else yield* Effect.sleep(1_100)
+        }
+        assert.isDefined(lost, "no hand-off was prompt enough to be held under its grant")
+        assert.isNotNull(yield* server.command("GET", lockKeyOf("k")), "the lost grant is still on the server")
+        const next = yield* b.withLock("k", { waitTimeout: "5 seconds" })(Lease.fencingToken)
+        assert.isAbove(next, lost!.fence, "the next grant of the same client has a greater fencing token")
       })
     )
   })

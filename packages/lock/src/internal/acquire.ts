@@ -86,6 +86,8 @@ class Acquisition implements SlotHolder {
   readonly waiter: Waiter | undefined
   /** The key may hold this acquisition's token: giving up must release it. */
   uncertain: boolean
+  /** The fence of a grant of this client that may still be held at the server (`retake`). */
+  staleFence: number | undefined
   attempts = 0
   lastError: LockRedisError | undefined = undefined
   lastBusy: boolean
@@ -123,6 +125,7 @@ class Acquisition implements SlotHolder {
     this.deadline = params.deadline
     this.clock = params.clock
     this.uncertain = params.uncertain === true
+    this.staleFence = params.staleFence
     this.lastBusy = params.waitedBehind
     const waits = params.mode === "wait" && params.waiterId !== undefined
     const wakeups = waits ? params.backend.wakeups : undefined
@@ -343,6 +346,7 @@ class Acquisition implements SlotHolder {
     this.available()
     if (this.params.trace !== undefined)
       event(this.params.trace, "lock.attempt", attemptAttributes(this.attempts, reply))
+    if (reply._tag === "Acquired" && reply.fence === this.staleFence) return this.retake()
     if (reply._tag === "Acquired") {
       // The grant arrived after the usable lease was spent: another process may already be
       // entitled to the key. The body must not start; the cleanup releases our write.
@@ -377,6 +381,20 @@ class Acquisition implements SlotHolder {
       this.fenceFloor = reply.fenceFloor
     }
     return this.retryAfter(reply.remainingMillis)
+  }
+
+  /**
+   * The attempt took a grant of this client whose release had failed (`staleFence`): a new holder
+   * must not have its fencing token. The key now holds this acquisition's token: released (within
+   * the release's bound), then asked for again, it comes with a new fence.
+   */
+  retake(): Effect.Effect<AcquireOutcome, TimedOut | LockLost | LockRedisError | InvalidArgument> {
+    // Once: should the release fail too, the next answer is the key as it stands, this token's.
+    this.staleFence = undefined
+    return Effect.andThen(
+      releaseBounded(this.backend, (timeoutMillis) => this.request(timeoutMillis), "a stale grant taken again"),
+      Effect.suspend(() => this.attempt())
+    )
   }
 
   /** How the acquisition ended: told to the caller, recorded on the span, and cleaned up after. */

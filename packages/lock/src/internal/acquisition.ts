@@ -50,6 +50,11 @@ export interface AcquireParams {
   readonly waiterId?: string | undefined
   /** A semaphore's permits: the acquisition asks for them rather than for a lock. */
   readonly permits?: Permits | undefined
+  /**
+   * The fence of a grant this client held on the key and could not release (staleGrants.ts): an
+   * attempt answered with it took that grant again, and must release it and ask anew.
+   */
+  readonly staleFence?: number | undefined
   /** The call that acquires: asked whether a successor inherits its registration, told how it ended. */
   readonly caller: Caller
   /**

@@ -25,6 +25,7 @@ import { positiveMillisResult, type Settings } from "./settings.ts"
 import { monotonicMillis, nowMillis } from "./time.ts"
 import { newToken } from "./token.ts"
 import { annotate, type CallTrace, traced } from "./tracing.ts"
+import * as StaleGrants from "./staleGrants.ts"
 import * as Transfer from "./transfer.ts"
 import * as Warnings from "./warnings.ts"
 
@@ -41,7 +42,8 @@ export const makeShared = (backend: Backend, settings: Settings): Effect.Effect<
     // otherwise they are woken on a channel of their own. Either way a release can tell whether the
     // waiter's process still listens.
     waiterId: `${backend.wakeups?.grants === true ? grantingWaiterPrefix : ownChannelWaiterPrefix}${newToken()}`,
-    warnings: Warnings.make(settings.namespace)
+    warnings: Warnings.make(settings.namespace),
+    staleGrants: StaleGrants.make()
   }))
 
 // What `runLocked` answers for a busy lock: `tryWithLock` reports it; `withLock` waits, so never sees it.

@@ -27,6 +27,7 @@ import type * as Metrics from "./metrics.ts"
 import { releaseBounded, releaseNow, type ReleaseOutcome } from "./release.ts"
 import { releaseVerdict } from "./releaseVerdict.ts"
 import * as Renewals from "./renewals.ts"
+import * as StaleGrants from "./staleGrants.ts"
 import * as Transfer from "./transfer.ts"
 import type { Settings } from "./settings.ts"
 import { monotonicMillis } from "./time.ts"
@@ -47,6 +48,8 @@ export interface Client {
   readonly waiterId: string
   /** The warnings about its calls (releases that did not go as planned, scoped losses), ten a second. */
   readonly warnings: Warnings.Warnings
+  /** Grants of this client whose release failed: the next acquisition must not take them again. */
+  readonly staleGrants: StaleGrants.StaleGrants
 }
 
 /**
@@ -195,6 +198,10 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
       uncertain: call.grant !== undefined,
       waiterId: call.waiterId ?? client.waiterId,
       permits: call.permits,
+      staleFence:
+        client.staleGrants.size === 0
+          ? undefined
+          : StaleGrants.fenceOf(client.staleGrants, call.key, monotonicMillis(call.clock)),
       caller: this,
       unavailable: client.queue.setUnavailable,
       slots: client.attemptSlots,
@@ -353,6 +360,16 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
   finish(exit: Exit.Exit<A, E | LockLost>, released: ReleaseOutcome): Effect.Effect<B, E | LockError> {
     const { call, client } = this
     event(call.trace, "lock.release", { "lock.release.result": releaseResults[released._tag] })
+    // Held under a release's grant (`<waiter id>:<fence>`) and not released: see staleGrants.ts.
+    if (
+      released._tag === "Failed" &&
+      this.heldToken !== this.token &&
+      this.heldFence !== undefined &&
+      call.permits === undefined
+    ) {
+      const until = monotonicMillis(call.clock) + client.settings.leaseMillis
+      StaleGrants.remember(client.staleGrants, call.key, this.heldFence, until)
+    }
     // The body's own failure or interruption (or LockLost from renewal) always wins over release.
     if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
     const verdict = releaseVerdict(client, call.key, call.trace, this.validUntil, released)
