@@ -48,6 +48,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as LockBackend from "@sage/lock/LockBackend"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
+import { defaultReconnect } from "./internal/connection/clients.ts"
 import * as Failures from "./internal/connection/failures.ts"
 import { sendOver } from "./internal/connection/sending.ts"
 import { valueText } from "./internal/options/valueText.ts"
@@ -135,6 +136,16 @@ export const classifyByShape: Classify = (command, error) =>
   error instanceof Error && /^[A-Z][A-Z_]+ /.test(error.message)
     ? Failures.replyFailure(command, error.message, error)
     : Failures.otherFailure(command, error)
+
+/**
+ * The lock's reconnect delay after `retries` failed attempts: 20 ms doubling up to 500 ms, plus up
+ * to 50 ms of jitter (a lock cannot wait seconds to reconnect). For a client's retry option, as the
+ * node-redis backends use it for the connections they open.
+ *
+ * @category connections
+ * @since 0.4.0
+ */
+export const reconnectDelay: (retries: number) => number = defaultReconnect
 
 /**
  * The standalone backend over `options.connections`; what it opens (nothing of its own but the

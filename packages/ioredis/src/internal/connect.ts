@@ -5,12 +5,9 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import type { LockRedisError } from "@sage/lock/LockError"
+import { reconnectDelay } from "@sage/lock-node-redis/CommandBackend"
 import { classify } from "./classify.ts"
 import { close } from "./close.ts"
-
-/** 20 ms doubling up to 500 ms, plus up to 50 ms of jitter: a lock cannot wait seconds to reconnect. */
-export const defaultRetryStrategy = (times: number): number =>
-  Math.min(20 * 2 ** Math.min(times, 10), 500) + Math.floor(Math.random() * 50)
 
 export const connect = (
   options: RedisOptions,
@@ -23,7 +20,7 @@ export const connect = (
     // No ready check: it asks INFO, which a least-privilege lock user may not run (ioredis then logs a
     // warning on every connect), and a server still loading answers LOADING, which the lock retries.
     const client = new Redis({
-      retryStrategy: defaultRetryStrategy,
+      retryStrategy: reconnectDelay,
       enableAutoPipelining: true,
       enableReadyCheck: false,
       ...options,
