@@ -90,7 +90,9 @@ export interface CampaignOptions {
   readonly waitTimeout?: Duration.Input | undefined
   /**
    * When the lead is lost while the scope is open and nothing waits on `ended` or `lease.lost`,
-   * interrupt the fiber that called `campaign`. Defaults to `true`.
+   * interrupt the fiber that called `campaign`. Defaults to `true`. It applies once `campaign` has
+   * returned: a lock lost before its first proclamation was written is given back and the campaign
+   * goes on, within its `waitTimeout`.
    */
   readonly interruptOnLoss?: boolean | undefined
 }

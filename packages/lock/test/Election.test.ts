@@ -235,6 +235,45 @@ describe("Election (in memory)", () => {
     })
   )
 
+  it.effect("campaign: a lock lost during the first proclamation is the campaign's, never an interruption", () =>
+    Effect.gen(function* () {
+      const memory = yield* MemoryBackend.make
+      const elections_ = memory.elections!
+      let proclamations = 0
+      let finding = true
+      // The first proclamation stalls past the lease while renewals stop finding the key (a server
+      // that stopped): the lock is lost before the campaign could return its leadership.
+      const backend: LockBackend["Service"] = {
+        ...memory,
+        renewAll: undefined,
+        renew: (request) => (finding ? memory.renew(request) : Effect.succeed(false)),
+        elections: {
+          ...elections_,
+          proclaim: (request) => {
+            if (proclamations++ > 0) {
+              finding = true
+              return elections_.proclaim(request)
+            }
+            finding = false
+            return Effect.andThen(Effect.sleep("5 seconds"), elections_.proclaim(request))
+          }
+        }
+      }
+      const elections = yield* client(backend)
+      // interruptOnLoss is on (the default): it applies to the leadership returned, not to the campaign.
+      const fiber = yield* Effect.forkChild(
+        Effect.scoped(Effect.map(elections.campaign("job", { waitTimeout: "1 minute" }), (l) => l.term))
+      )
+      for (let i = 0; i < 12; i++) {
+        yield* settle
+        yield* TestClock.adjust("500 millis")
+      }
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isSuccess(exit), `the campaign led on its second win, not ${String(exit)}`)
+      assert.strictEqual(proclamations, 2, "proclaimed on the second win")
+    })
+  )
+
   it.effect("run: a lost lead is logged once, by run, and the loop campaigns again", () =>
     Effect.gen(function* () {
       const { backend, renewals } = yield* losingRenewals

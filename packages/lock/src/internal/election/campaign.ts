@@ -14,6 +14,7 @@ import type { Leadership } from "../../Leadership.ts"
 import type { Handle } from "../../Lease.ts"
 import type { Elections } from "../../LockBackend.ts"
 import { type InvalidArgument, type LockError, LockLost, type LockRedisError } from "../../LockError.ts"
+import type { LeaseHandle } from "../lease.ts"
 import { invalid } from "../settings.ts"
 
 /** What every campaign of one election client shares. */
@@ -163,22 +164,44 @@ const campaignOnce = (
         leading ? campaigns.elections.announce(candidacy.key, campaigns.timeoutMillis) : Effect.void
       )
     )
-    const handle = yield* Effect.onError(Scope.provide(acquireLead(campaigns, candidacy), inner), () =>
-      Scope.close(inner, Exit.void)
+    // Taken without interrupting this fiber on a loss: until `campaign` returns, a lost lock is the
+    // campaign's to handle (it campaigns again), never an interruption of the caller.
+    const handle = yield* Effect.onError(
+      Scope.provide(acquireLead(campaigns, { ...candidacy, interruptOnLoss: false }), inner),
+      () => Scope.close(inner, Exit.void)
     )
     leading = true
     const term = handle.fencingToken
     yield* Effect.annotateCurrentSpan("election.term", term)
     // The first proclamation may take as long as the lease lasts: until it is written, observers
-    // do not know this leader. If it cannot be written in that time, the lock is given back.
+    // do not know this leader. If it cannot be written in that time, or the lock is lost first,
+    // the lock is given back.
     const proclaimed = yield* Effect.exit(
-      proclaimAs(campaigns, candidacy, term, candidacy.value, Duration.toMillis(handle.remaining))
+      Effect.raceFirst(
+        proclaimAs(campaigns, candidacy, term, candidacy.value, Duration.toMillis(handle.remaining)),
+        handle.lost
+      )
     )
     if (Exit.isFailure(proclaimed)) {
       yield* Scope.close(inner, Exit.void)
       const failure = proclaimed.cause.reasons.find(Cause.isFailReason)?.error
       if (failure !== undefined && passing(failure)) return undefined
       return yield* Effect.failCause(proclaimed.cause)
+    }
+    // From here a loss nothing watches interrupts the caller, as the option says. A loss between
+    // the proclamation and this point is the campaign's still.
+    if (candidacy.interruptOnLoss) {
+      const lostAlready = yield* Effect.withFiber((caller) =>
+        Effect.sync(() => {
+          const lease = handle as LeaseHandle
+          lease.whenLost((watched) => watched || caller.interruptUnsafe())
+          return lease.lostWith !== undefined
+        })
+      )
+      if (lostAlready) {
+        yield* Scope.close(inner, Exit.void)
+        return undefined
+      }
     }
     const attributes = { namespace: campaigns.namespace }
     yield* Metric.update(Metric.withAttributes(ElectionMetrics.terms, attributes), 1)
