@@ -7,11 +7,14 @@
 // - a term that ended never comes back: once "nobody leads" followed term T, T is not shown again;
 // - no state twice in a row: the same term and revision, or "nobody leads" after "nobody leads";
 // - no invented term: every term shown is the term of a grant some worker reported on that election,
-//   shown with the candidate id its call campaigned with (`w<worker>-f<fiber>`). One exception, which
-//   is counted: a worker killed while one of its calls campaigned for that election (begun, nothing
-//   after) may have won and proclaimed before it could write the term, so a term shown with that
-//   call's candidate id is its grant, when (the servers' clock offset known) the term, the server's
-//   time at the grant, falls between the call's start and the kill.
+//   shown with the candidate id its call campaigned with (`w<worker>-f<fiber>`). Two exceptions,
+//   both counted as unreported: a worker killed while one of its calls campaigned for that election
+//   (begun, nothing after) may have won and proclaimed before it could write the term; and a
+//   campaign whose lock was lost while its first proclamation was written (the write reached the
+//   server, its reply did not) gives that lock back and campaigns on, so its call reports a later
+//   term or none. A term shown with that call's candidate id is then its grant, when (the servers'
+//   clock offset known) the term, the server's time at the grant, falls between the call's start and
+//   the kill, or between its start and the term it reported (its end when it reported none).
 // The observers' order is promised even where exclusion is not (a restart that forgets the leader,
 // a paused leader), so a violation fails the cell whatever its expectation (verdict.ts).
 import { type Call, killTime, type WorkerFault } from "./calls.ts"
@@ -48,8 +51,8 @@ export interface Observers {
   /** Distinct terms shown (by any observer, on any election). */
   readonly termsShown: number
   /**
-   * Of which won by a call of a killed worker that was still campaigning at the kill: shown, never
-   * written by the worker (see above).
+   * Of which won by a call of a killed worker that was still campaigning at the kill, or by a campaign
+   * that gave its lock back: shown, never written by the worker (see above).
    */
   readonly unreported: number
   /** Observers (worker x election) that showed anything. */
@@ -108,6 +111,26 @@ const unreportedGrant = (
   })
 
 /**
+ * The call that won `term` on `key` as `candidate`, proclaimed it, and gave it back because the lock
+ * was lost before the proclamation's reply came: that candidate's call on `key`, ended, with a later
+ * term than `term` or none, whose start and (later) term or end bound `term` on the server's clock.
+ */
+const abandonedWin = (
+  calls: ReadonlyArray<Call>,
+  key: string,
+  term: number,
+  candidate: string | undefined,
+  offset: ClockOffset | undefined
+): Call | undefined =>
+  calls.find((call) => {
+    if (call.key !== key || candidateOf(call) !== candidate || call.ended === undefined) return false
+    if (call.term !== undefined && call.term <= term) return false
+    if (offset === undefined) return true
+    const upper = call.term ?? call.ended + offset.high + clockToleranceMicros
+    return term >= call.begin + offset.low - clockToleranceMicros && term < upper
+  })
+
+/**
  * Checks every observer's states (see above); undefined when no worker observed anything. `faults`
  * (killed workers) and `offset` (the servers' clock) place the terms a killed worker won unreported.
  */
@@ -162,7 +185,10 @@ export const checkObservers = (
       shown.add(`${state.key} ${state.term}`)
       const grant = grants.get(state.key)?.get(state.term)
       if (grant === undefined) {
-        if (unreportedGrant(all, state.key, state.term, state.candidate, faults, offset) !== undefined) {
+        if (
+          unreportedGrant(all, state.key, state.term, state.candidate, faults, offset) !== undefined ||
+          abandonedWin(all, state.key, state.term, state.candidate, offset) !== undefined
+        ) {
           unreported.add(`${state.key} ${state.term}`)
         } else {
           violations.push({ kind: "unknown", state })

@@ -141,7 +141,8 @@ export const renderReport = (input: ReportInput): string => {
       "one (or a revision after a higher one), a term shown again after nobody led after it, one state twice in a row, or a term that no " +
       "worker's campaign was granted (or shown with another candidate than the one granted it; a worker killed while it campaigned may have " +
       "won and proclaimed without writing its term, so a term shown with that call's candidate, between its start and the kill on the " +
-      "servers' clock, counts as that call's); " +
+      "servers' clock, counts as that call's; so does one between a call's start and the term it reported, or its end, because a " +
+      "campaign that loses its lock while writing its first proclamation gives it back and campaigns on); " +
       `**unhandled** unexpected errors, defects, worker crashes, failed injections.`,
     "",
     "Verdicts: **exclusion**: no overlap (in a semaphore row, no stretch over the limit) and no token-order violation at all (in a semaphore " +

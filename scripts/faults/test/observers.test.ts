@@ -225,6 +225,39 @@ describe("fault matrix checker: election observers", () => {
     )
   })
 
+  it("counts a term a campaign proclaimed and gave back (its lock lost first), within the call's span", () => {
+    // The servers' clock is the monotonic one + 1 s. 2.0.1 campaigns for k1 from 100 ms, wins at
+    // 150 ms, loses that lock while proclaiming, wins again at 400 ms (term 1_400_000) and leads.
+    // 2.0.2 campaigns from 600 ms, wins and gives back at 650 ms, and times out at 900 ms.
+    const lines: Lines = [
+      ...term("2.0.1", "k1", { begin: 100, granted: 400, left: 450 }, 1_400_000),
+      { worker: 2, line: ["B", "2.0.2", "k1", 600 * ms] },
+      { worker: 2, line: ["X", "2.0.2", 900 * ms, "TimedOut", "busy"] },
+      ...seen(1, "k1", 160, { term: 1_150_000, candidate: "w2-f0" }),
+      ...seen(1, "k1", 401, { term: 1_400_000, candidate: "w2-f0" }),
+      ...seen(1, "k1", 660, { term: 1_650_000, candidate: "w2-f0" }),
+      // After 2.0.2 ended: nobody of w2-f0 campaigned then.
+      ...seen(1, "k1", 960, { term: 1_950_000, candidate: "w2-f0" }),
+      // Before 2.0.1 began.
+      ...seen(2, "k1", 100, { term: 1_050_000, candidate: "w2-f0" })
+    ]
+    const observers = check({
+      lines,
+      waitTimeoutMillis: 4000,
+      workerFaults: [],
+      healedAt: 0,
+      endedAt: 20_000 * ms,
+      expectedErrorCodes: [],
+      leaseMillis: 3000,
+      clockOffset: { low: 1_000_000 - 50, high: 1_000_000 + 50 }
+    }).observers
+    assert.strictEqual(observers?.unreported, 2)
+    assert.deepStrictEqual(
+      observers?.violations.map((v) => `${v.kind} ${v.state.term}`),
+      ["unknown 1950000", "unknown 1050000"]
+    )
+  })
+
   it("fails the cell on an observer violation or failure even where a violation of exclusion is expected", () => {
     const lines: Lines = [
       ...grants,
