@@ -13,7 +13,7 @@
  * waiting client registers in the key's line, a release wakes the longest-waiting one at once (no
  * polling), and a free key is kept for it for a claim window, so a client with a steady backlog
  * cannot starve another.
- * Expiry follows `Clock.currentTimeMillis`, the role a server's clock plays for Redis. Fencing tokens
+ * Expiry follows Effect's `Clock`, the role a server's clock plays for Redis. Fencing tokens
  * follow the same rule as on a server, `max(last + 1, clock time in microseconds)`, and the last one
  * of each key is kept for `LockScripts.fenceRetentionMillis` after its last acquisition.
  *
@@ -71,12 +71,69 @@ const claimMillis = 500
 const mailboxKey = (key: string, waiterId: string): string => `${key}\u0000${waiterId}`
 
 /**
- * A fresh in-memory backend; each call has its own key space.
+ * The clock as the scripts read the server's `TIME`: milliseconds, with the microseconds as their
+ * fraction (whole milliseconds under `TestClock`), so that fencing tokens drawn from it are as fine
+ * as a server's.
+ */
+const serverNow: Effect.Effect<number> = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos / 1000n) / 1000)
+
+/** `now` (from `serverNow`) in whole microseconds. */
+const microsOf = (now: number): number => Math.round(now * 1000)
+
+const fenceSuffix = ":fence"
+
+/** The lock key whose fence key `key` is, if it is one (`LockScripts.fenceKey` appends `:fence`). */
+const lockKeyOf = (key: string): string | undefined =>
+  key.endsWith(fenceSuffix) ? key.slice(0, -fenceSuffix.length) : undefined
+
+/** `PTTL`'s answer for a key that expires at `expiresAt`. */
+const millisLeft = (expiresAt: number, now: number): number =>
+  expiresAt === Infinity ? -1 : Math.max(0, Math.ceil(expiresAt - now))
+
+/**
+ * A view of an in-memory backend's locks by the names a server would give their keys, for tests that
+ * disturb a lock as an operator or another program could on a server: delete a held key (the holder
+ * loses it), write another token into it (another owner took it), read who holds it and for how
+ * long. Lock keys are `<namespace>:{<key>}` as `LockScripts` names them (`Lock`'s `namespace`
+ * option, the key encoded by its codec), fence keys their name with `:fence`. Values follow the
+ * server's commands: `get` is the holder's token (a fence key's last token), `pttl` the milliseconds
+ * left, `-1` without expiry, `-2` when absent. Semaphores and election records are not in the view.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface Keys {
+  /** The token that holds `key` (`GET`), or `null`. */
+  readonly get: (key: string) => Effect.Effect<string | null>
+  /** Makes `value` hold `key` for `pxMillis`, or with no expiry (`SET key value [PX ms]`). */
+  readonly set: (key: string, value: string, pxMillis?: number) => Effect.Effect<void>
+  /** Removes `key` (`DEL`): its holder finds the lock gone at its next renewal or check. */
+  readonly del: (key: string) => Effect.Effect<void>
+  /** What is left of `key`'s expiry in milliseconds (`PTTL`): `-1` with none, `-2` when absent. */
+  readonly pttl: (key: string) => Effect.Effect<number>
+}
+
+/**
+ * A fresh in-memory backend and the view of its keys.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Lock, MemoryBackend } from "@sage/lock"
+ * import { LockBackend } from "@sage/lock/LockBackend"
+ *
+ * // The body is interrupted with LockLost once the key is deleted under it.
+ * const program = Effect.gen(function* () {
+ *   const { backend, keys } = yield* MemoryBackend.makeWithKeys
+ *   const lock = yield* Lock.make({ namespace: "jobs" }).pipe(Effect.provideService(LockBackend, backend))
+ *   return yield* lock.withLock("nightly")(Effect.andThen(keys.del("jobs:{nightly}"), Effect.never))
+ * })
+ * ```
  *
  * @category constructors
- * @since 0.1.0
+ * @since 0.4.0
  */
-export const make: Effect.Effect<Backend> = Effect.sync(() => {
+export const makeWithKeys: Effect.Effect<{ readonly backend: Backend; readonly keys: Keys }> = Effect.sync(() => {
   const entries = new Map<string, Entry>()
   const fences = new Map<string, Fence>()
   // The last fencing token issued for `key`, while its record is kept (0 after that).
@@ -85,7 +142,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     return previous !== undefined && previous.expiresAt > now ? previous.last : 0
   }
   const issueFence = (key: string, now: number): number => {
-    const fence = Math.max(lastFence(key, now) + 1, Math.floor(now) * 1000)
+    const fence = Math.max(lastFence(key, now) + 1, microsOf(now))
     // Re-inserted, so the map stays in order of expiry (one retention for all) and `sweep` stops
     // at the first live record.
     fences.delete(key)
@@ -200,7 +257,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         )
       }),
     leave: (key, waiterId, _timeoutMillis, permits) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
+      Effect.map(serverNow, (now) => {
         if (permits !== undefined) {
           mailboxes.delete(mailboxKey(key, waiterId))
           semaphores.leave(key, waiterId, now)
@@ -219,7 +276,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
   }
   const elections: Elections = {
     proclaim: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
+      Effect.map(serverNow, (now) => {
         if (live(request.key, now) === undefined || lastFence(request.key, now) !== request.term) return false
         const previous = recordOf(request.key, now)
         const record: LeaderRecord =
@@ -237,7 +294,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         return true
       }),
     read: (key) =>
-      Effect.map(Clock.currentTimeMillis, (now): ElectionView => {
+      Effect.map(serverNow, (now): ElectionView => {
         if (live(key, now) === undefined) return { _tag: "Vacant" }
         const term = lastFence(key, now)
         const record = recordOf(key, now)
@@ -248,13 +305,52 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
     announce: (key) => Effect.sync(() => wake(key, observerId, true))
   }
 
-  return {
+  const keys: Keys = {
+    get: (key) =>
+      Effect.map(serverNow, (now) => {
+        const lock = lockKeyOf(key)
+        if (lock !== undefined) {
+          const fence = lastFence(lock, now)
+          return fence === 0 ? null : String(fence)
+        }
+        return live(key, now)?.token ?? null
+      }),
+    set: (key, value, pxMillis) =>
+      Effect.map(serverNow, (now) => {
+        const expiresAt = pxMillis === undefined ? Infinity : now + pxMillis
+        const lock = lockKeyOf(key)
+        if (lock !== undefined) {
+          fences.delete(lock)
+          fences.set(lock, { last: Number(value), expiresAt })
+          return
+        }
+        entries.set(key, { token: value, expiresAt, fence: lastFence(key, now) })
+      }),
+    del: (key) =>
+      Effect.sync(() => {
+        const lock = lockKeyOf(key)
+        if (lock !== undefined) fences.delete(lock)
+        else entries.delete(key)
+      }),
+    pttl: (key) =>
+      Effect.map(serverNow, (now) => {
+        const lock = lockKeyOf(key)
+        if (lock !== undefined) {
+          const fence = fences.get(lock)
+          return fence === undefined || fence.expiresAt <= now ? -2 : millisLeft(fence.expiresAt, now)
+        }
+        const entry = live(key, now)
+        return entry === undefined ? -2 : millisLeft(entry.expiresAt, now)
+      })
+  }
+
+  const backend: Backend = {
     description: "in-memory",
     elections,
     ordered: true,
     wakeups,
     acquire: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now): AcquireReply => {
+      Effect.map(serverNow, (now): AcquireReply => {
         if (request.permits !== undefined) return semaphores.acquire(request, now)
         const { key } = request
         const waiter = request.waiter?.id
@@ -273,17 +369,17 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
             return { _tag: "Acquired", fence }
           }
         }
-        const remainingMillis = entry === undefined ? -2 : entry.expiresAt - now
+        const remainingMillis = entry === undefined ? -2 : Math.ceil(entry.expiresAt - now)
         if (request.waiter === undefined) return { _tag: "Busy", remainingMillis }
         let line = lines.get(key)
         if (line === undefined) lines.set(key, (line = new Map()))
         const registration = line.get(request.waiter.id)
         if (registration === undefined) line.set(request.waiter.id, { lapsesAt: now + request.waiter.ttlMillis })
         else registration.lapsesAt = now + request.waiter.ttlMillis
-        return { _tag: "Busy", remainingMillis, fenceFloor: Math.max(lastFence(key, now), Math.floor(now) * 1000) }
+        return { _tag: "Busy", remainingMillis, fenceFloor: Math.max(lastFence(key, now), microsOf(now)) }
       }),
     renew: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
+      Effect.map(serverNow, (now) => {
         if (request.permits !== undefined) return semaphores.renew(request, now)
         const entry = live(request.key, now)
         if (entry === undefined || entry.token !== request.token) return false
@@ -292,7 +388,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         return true
       }),
     transfer: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now): TransferReply => {
+      Effect.map(serverNow, (now): TransferReply => {
         const entry = live(request.key, now)
         if (entry !== undefined && entry.token === request.successorToken) {
           entries.set(request.key, { ...entry, expiresAt: now + request.leaseMillis })
@@ -307,7 +403,7 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         return { _tag: "Transferred", fence, othersWaiting: headOf(request.key, now) !== undefined }
       }),
     release: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now): ReleaseReply => {
+      Effect.map(serverNow, (now): ReleaseReply => {
         if (request.permits !== undefined) return semaphores.release(request, now)
         const entry = live(request.key, now)
         // Gone, with no grant since the caller's: nobody else held it in between.
@@ -320,11 +416,20 @@ export const make: Effect.Effect<Backend> = Effect.sync(() => {
         return true
       }),
     check: (request) =>
-      Effect.map(Clock.currentTimeMillis, (now) =>
+      Effect.map(serverNow, (now) =>
         request.permits !== undefined ? semaphores.check(request, now) : live(request.key, now)?.token === request.token
       )
   }
+  return { backend, keys }
 })
+
+/**
+ * A fresh in-memory backend; each call has its own key space.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make: Effect.Effect<Backend> = Effect.map(makeWithKeys, ({ backend }) => backend)
 
 /**
  * The in-memory backend as a layer: every lock client built over it shares one key space.

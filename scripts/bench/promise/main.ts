@@ -35,6 +35,13 @@ const measure = async (loops: number, millis: number, cycle: (loop: number) => P
   return (count * 1000) / millis
 }
 
+/** The work both sides run in the lock: an async function that takes the signal. */
+const work = async (_signal: AbortSignal): Promise<void> => {}
+
+/** A median ratio and its range. */
+const range = (values: ReadonlyArray<number>) =>
+  `${median(values).toFixed(3)}x (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`
+
 const run = Effect.gen(function* () {
   const server = yield* RedisServer.start({ flavor: "redis7" })
   const startedAt = new Date().toISOString()
@@ -44,8 +51,6 @@ const run = Effect.gen(function* () {
   // an Effect program's fibers would be started (`runPromise` per loop, the calls inside Effect).
   const effectRuntime = ManagedRuntime.make(Lock.layer({ namespace: "bench-effect" }).pipe(Layer.provide(backend)))
   const promiseClient = PromiseClient.make(backend, { lock: { namespace: "bench-promise" } })
-  // The work both sides run in the lock: an async function that takes the signal.
-  const work = async (_signal: AbortSignal): Promise<void> => {}
   const effectLoops = (loops: number, millis: number, body: Effect.Effect<void, unknown>): Promise<number> =>
     effectRuntime.runPromise(
       Effect.gen(function* () {
@@ -92,8 +97,6 @@ const run = Effect.gen(function* () {
         `c${loops} round ${round + 1}: ${names.map((side) => `${side} ${rate[side]!.toFixed(0)}/s`).join(", ")}\n`
       )
     }
-    const range = (values: ReadonlyArray<number>) =>
-      `${median(values).toFixed(3)}x (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`
     rows.push([
       `c${loops}`,
       median(rates.async).toFixed(0),

@@ -121,7 +121,7 @@ export class MemorySemaphores {
     }
     let first = Infinity
     for (const holder of state.holders.values()) first = Math.min(first, holder.expiresAt)
-    const remainingMillis = first === Infinity ? -2 : first - now
+    const remainingMillis = first === Infinity ? -2 : Math.ceil(first - now)
     if (request.waiter === undefined) {
       this.live(key, now)
       return { _tag: "Busy", remainingMillis }
@@ -133,7 +133,7 @@ export class MemorySemaphores {
     return {
       _tag: "Busy",
       remainingMillis,
-      fenceFloor: Math.max(this.hooks.lastFence(key, now), Math.floor(now) * 1000)
+      fenceFloor: Math.max(this.hooks.lastFence(key, now), Math.round(now * 1000))
     }
   }
 

@@ -28,6 +28,22 @@ import { holding } from "./holding.ts"
 import { lease } from "./lease.ts"
 import { semaphore } from "./semaphore.ts"
 import type { ServerControl } from "./ServerControl.ts"
+import type { Reach } from "./support.ts"
+
+/**
+ * Options of the suites.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface SuiteOptions {
+  /**
+   * What the target's `ServerControl` can do (see `Reach`): `"server"` (the default) runs every test,
+   * `"keys"` leaves out those that send raw commands or pause the server, `"backend"` runs only the
+   * tests that need no control at all.
+   */
+  readonly reach?: Reach | undefined
+}
 
 /**
  * Registers the whole contract suite for one deployment. The layer is built once for the block and
@@ -36,14 +52,20 @@ import type { ServerControl } from "./ServerControl.ts"
  * @category testing
  * @since 0.1.0
  */
-export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerControl, E>): void =>
+export const suite = <E>(
+  name: string,
+  target: Layer.Layer<LockBackend | ServerControl, E>,
+  options: SuiteOptions = {}
+): void => {
+  const reach = options.reach ?? "server"
   layer(target, { excludeTestServices: true, timeout: "60 seconds" })(`lock contract: ${name}`, (it) => {
-    acquisition(it)
-    holding(it)
-    lease(it)
-    semaphore(it)
-    election(it)
+    acquisition(it, reach)
+    holding(it, reach)
+    lease(it, reach)
+    semaphore(it, reach)
+    election(it, reach)
   })
+}
 
 /**
  * Registers the semaphore's and the read-write lock's part of the contract alone, for a deployment
@@ -63,7 +85,11 @@ export const suite = <E>(name: string, target: Layer.Layer<LockBackend | ServerC
  * @category testing
  * @since 0.4.0
  */
-export const semaphoreSuite = <E>(name: string, target: Layer.Layer<LockBackend | ServerControl, E>): void =>
+export const semaphoreSuite = <E>(
+  name: string,
+  target: Layer.Layer<LockBackend | ServerControl, E>,
+  options: SuiteOptions = {}
+): void =>
   layer(target, { excludeTestServices: true, timeout: "60 seconds" })(`semaphore contract: ${name}`, (it) => {
-    semaphore(it)
+    semaphore(it, options.reach ?? "server")
   })

@@ -7,6 +7,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as MemoryBackend from "@sage/lock/MemoryBackend"
 import type * as RedisServer from "../RedisServer.ts"
 
 /**
@@ -74,3 +75,45 @@ export const via = (label: string, nodeFor: (key: string) => Effect.Effect<Redis
  */
 export const ofServer = (server: RedisServer.RedisServer): Control =>
   via(`${server.flavor} standalone`, () => Effect.succeed(server))
+
+/**
+ * The control of a deployment that can be reached only by key (an in-memory backend's `Keys`): raw
+ * commands and pausing end the test with a defect naming what it needed. Run the suites over it with
+ * `reach: "keys"`, which leaves those tests out.
+ *
+ * @example
+ * ```ts
+ * import * as Context from "effect/Context"
+ * import * as Effect from "effect/Effect"
+ * import * as Layer from "effect/Layer"
+ * import * as MemoryBackend from "@sage/lock/MemoryBackend"
+ * import { LockBackend } from "@sage/lock/LockBackend"
+ * import * as LockContract from "@sage/lock-testkit/contract/LockContract"
+ * import * as ServerControl from "@sage/lock-testkit/contract/ServerControl"
+ *
+ * const memory = Layer.effectContext(
+ *   Effect.map(MemoryBackend.makeWithKeys, ({ backend, keys }) =>
+ *     Context.make(LockBackend, backend).pipe(
+ *       Context.add(ServerControl.ServerControl, ServerControl.ofKeys("in-memory", keys))
+ *     )
+ *   )
+ * )
+ * LockContract.suite("in-memory", memory, { reach: "keys" })
+ * ```
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const ofKeys = (label: string, keys: MemoryBackend.Keys): Control => {
+  const unreachable = (what: string) => Effect.die(new Error(`${label} has no server: ${what} needs reach "server"`))
+  return {
+    label,
+    get: keys.get,
+    set: keys.set,
+    del: keys.del,
+    pttl: keys.pttl,
+    command: (_key, ...args) => unreachable(args.join(" ")),
+    pause: () => unreachable("pausing the server"),
+    resume: () => unreachable("resuming the server")
+  }
+}

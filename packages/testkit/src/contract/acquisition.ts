@@ -11,12 +11,14 @@ import * as Option from "effect/Option"
 import { KeyCodec, Lock, LockScripts } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { eventually, forkUntilInside, now, redisKey, uniqueNamespace } from "./support.ts"
+import { eventually, forkUntilInside, now, type Reach, reaching, redisKey, uniqueNamespace } from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
-export const acquisition = (it: It): void => {
-  it.effect("1. withLock waits for a busy lock and returns the body's value after release", () =>
+export const acquisition = (it: It, reach: Reach): void => {
+  const keys = reaching(it, reach, "keys")
+  const server = reaching(it, reach, "server")
+  keys.effect("1. withLock waits for a busy lock and returns the body's value after release", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // Two clients, as two processes would be: their only coordination is the server's lock.
@@ -44,7 +46,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("2. waitTimeout bounds acquisition: TimedOut, body not started, nothing left held", () =>
+  keys.effect("2. waitTimeout bounds acquisition: TimedOut, body not started, nothing left held", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
@@ -60,7 +62,9 @@ export const acquisition = (it: It): void => {
       assert.strictEqual(error._tag, "TimedOut")
       if (error._tag === "TimedOut") {
         assert.strictEqual(error.reason, "busy")
-        assert.isAtLeast(error.attempts, 2, "it retried while waiting")
+        // How often it asked depends on the wake-ups (a waiter woken by nobody asks once more at
+        // most when its safety-net poll comes due), not on the contract: at least once.
+        assert.isAtLeast(error.attempts, 1, "it asked")
       }
       assert.isFalse(ran, "the body did not run")
       assert.isAtLeast(elapsed, 390, "it waited for the whole budget")
@@ -69,7 +73,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("2. a server that stops answering cannot stretch waitTimeout, and cleanup adds at most ~1 s", () =>
+  server.effect("2. a server that stops answering cannot stretch waitTimeout, and cleanup adds at most ~1 s", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "3 seconds" })
@@ -104,7 +108,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("3. tryWithLock: busy gives None without running the body; free gives Some after release", () =>
+  keys.effect("3. tryWithLock: busy gives None without running the body; free gives Some after release", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
@@ -123,7 +127,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("3. tryWithLock retries an unavailable server for about one second, then TimedOut", () =>
+  server.effect("3. tryWithLock retries an unavailable server for about one second, then TimedOut", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
@@ -142,7 +146,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("4. a non-retryable server error fails at once with the typed LockRedisError naming the reply", () =>
+  server.effect("4. a non-retryable server error fails at once with the typed LockRedisError naming the reply", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace() })
@@ -159,21 +163,23 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("4. a script that fails after its first write leaves nothing held (the fence key is of another type)", () =>
-    Effect.gen(function* () {
-      const control = yield* ServerControl
-      const lock = yield* Lock.make({ namespace: uniqueNamespace() })
-      const key = redisKey(lock.namespace, "fence-type")
-      // The acquire script sets the lock key, then finds the fence key (same hash tag) is a list.
-      yield* control.command(key, "LPUSH", LockScripts.fenceKey(key), "x")
-      const error = yield* Effect.void.pipe(lock.withLock("fence-type", { waitTimeout: "5 seconds" }), Effect.flip)
-      assert.strictEqual(error._tag, "LockRedisError")
-      if (error._tag === "LockRedisError") assert.strictEqual(error.code, "WRONGTYPE")
-      assert.isNull(yield* control.get(key), "the lock key the failed script wrote was released")
-    })
+  server.effect(
+    "4. a script that fails after its first write leaves nothing held (the fence key is of another type)",
+    () =>
+      Effect.gen(function* () {
+        const control = yield* ServerControl
+        const lock = yield* Lock.make({ namespace: uniqueNamespace() })
+        const key = redisKey(lock.namespace, "fence-type")
+        // The acquire script sets the lock key, then finds the fence key (same hash tag) is a list.
+        yield* control.command(key, "LPUSH", LockScripts.fenceKey(key), "x")
+        const error = yield* Effect.void.pipe(lock.withLock("fence-type", { waitTimeout: "5 seconds" }), Effect.flip)
+        assert.strictEqual(error._tag, "LockRedisError")
+        if (error._tag === "LockRedisError") assert.strictEqual(error.code, "WRONGTYPE")
+        assert.isNull(yield* control.get(key), "the lock key the failed script wrote was released")
+      })
   )
 
-  it.effect("4. a temporary refusal (BUSY from a long script) is retried inside the budget", () =>
+  server.effect("4. a temporary refusal (BUSY from a long script) is retried inside the budget", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
@@ -215,7 +221,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("8. interrupting a waiting caller stops promptly and leaves nothing held", () =>
+  keys.effect("8. interrupting a waiting caller stops promptly and leaves nothing held", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
@@ -236,7 +242,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("9. any key text works, and namespaces never contend", () =>
+  keys.effect("9. any key text works, and namespaces never contend", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace() })
@@ -288,7 +294,7 @@ export const acquisition = (it: It): void => {
     })
   )
 
-  it.effect("1. waiters eventually all get the lock once a holder leaves", () =>
+  keys.effect("1. waiters eventually all get the lock once a holder leaves", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })

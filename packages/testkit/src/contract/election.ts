@@ -15,7 +15,7 @@ import * as Stream from "effect/Stream"
 import { Election } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { eventually, now, overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
+import { eventually, now, overlapRecorder, type Reach, reaching, redisKey, uniqueNamespace } from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
@@ -77,8 +77,10 @@ const assertOrdered = (seen: ReadonlyArray<Seen>): void => {
   }
 }
 
-export const election = (it: It): void => {
-  it.effect(
+export const election = (it: It, reach: Reach): void => {
+  const keys = reaching(it, reach, "keys")
+  const server = reaching(it, reach, "server")
+  server.effect(
     "E1. resign hands the lead over at once, and another client's observer is told of each change in order",
     () =>
       Effect.gen(function* () {
@@ -165,7 +167,7 @@ export const election = (it: It): void => {
       })
   )
 
-  it.effect(
+  keys.effect(
     "E2. a lead whose key is deleted is lost: the work stops with LockLost, the term cannot proclaim, observers see nobody",
     () =>
       Effect.gen(function* () {

@@ -13,12 +13,14 @@ import * as Logger from "effect/Logger"
 import { Lease, Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { forkUntilInside, overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
+import { forkUntilInside, overlapRecorder, type Reach, reaching, redisKey, uniqueNamespace } from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
-export const holding = (it: It): void => {
-  it.effect("5. the lease is renewed while the body runs, so the body may outlive many leases", () =>
+export const holding = (it: It, reach: Reach): void => {
+  const keys = reaching(it, reach, "keys")
+  const server = reaching(it, reach, "server")
+  keys.effect("5. the lease is renewed while the body runs, so the body may outlive many leases", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // Replicated deployments need several round trips (script, ROLE, WAIT) per renewal, and CI
@@ -47,7 +49,7 @@ export const holding = (it: It): void => {
     ["deleted", (control: ServerControl["Service"], key: string) => control.del(key)],
     ["taken by another owner", (control: ServerControl["Service"], key: string) => control.set(key, "thief", 10_000)]
   ] as const) {
-    it.effect(`5. ownership lost (key ${label}): the body is interrupted, its finalizers run, then LockLost`, () =>
+    keys.effect(`5. ownership lost (key ${label}): the body is interrupted, its finalizers run, then LockLost`, () =>
       Effect.gen(function* () {
         const control = yield* ServerControl
         const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "400 millis" })
@@ -80,7 +82,7 @@ export const holding = (it: It): void => {
     )
   }
 
-  it.effect("5. no recovery within the usable lease (server frozen): LockLost and the body stops", () =>
+  server.effect("5. no recovery within the usable lease (server frozen): LockLost and the body stops", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "300 millis" })
@@ -102,7 +104,7 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("5. a temporary renewal stall shorter than the usable lease is ridden out", () =>
+  server.effect("5. a temporary renewal stall shorter than the usable lease is ridden out", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1500 millis" })
@@ -118,7 +120,7 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("6. release runs after a failed body, and the body's failure is what the caller sees", () =>
+  keys.effect("6. release runs after a failed body, and the body's failure is what the caller sees", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
@@ -135,7 +137,7 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("6. interrupting the caller during the body interrupts the body, releases, and propagates", () =>
+  keys.effect("6. interrupting the caller during the body interrupts the body, releases, and propagates", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "1 second" })
@@ -166,7 +168,7 @@ export const holding = (it: It): void => {
     // Deleted, with nobody taking it since: gone while the lease should still have held it.
     ["deleted under a live lease", (control: ServerControl["Service"], key: string) => control.del(key), null]
   ] as const) {
-    it.effect(`6. release that finds the lock ${label} after a successful body fails with LockLost`, () =>
+    keys.effect(`6. release that finds the lock ${label} after a successful body fails with LockLost`, () =>
       Effect.gen(function* () {
         const control = yield* ServerControl
         const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
@@ -212,7 +214,7 @@ export const holding = (it: It): void => {
     ["nobody taking the key: the body's value", false],
     ["another caller taking and freeing it meanwhile: LockLost", true]
   ] as const) {
-    it.effect(`6. a release that reaches the server after the lease ran out there, ${label}`, () =>
+    keys.effect(`6. a release that reaches the server after the lease ran out there, ${label}`, () =>
       Effect.gen(function* () {
         const control = yield* ServerControl
         const backend = yield* LockBackend
@@ -266,7 +268,7 @@ export const holding = (it: It): void => {
     )
   }
 
-  it.effect("6. release that cannot reach the server after a successful body returns the result", () =>
+  server.effect("6. release that cannot reach the server after a successful body returns the result", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "5 seconds" })
@@ -282,7 +284,7 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("10. renewal keeps working under maxmemory while new acquisitions get OOM", () =>
+  server.effect("10. renewal keeps working under maxmemory while new acquisitions get OOM", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // 1 s: room for a cold first renewal on a replicated deployment (a new pooled connection plus
@@ -305,7 +307,7 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("exclusion: concurrent read-sleep-write increments never overlap and none is lost", () =>
+  keys.effect("exclusion: concurrent read-sleep-write increments never overlap and none is lost", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // Bodies are short; the lease only has to outlast a scheduling stall under a loaded CI machine.
@@ -337,7 +339,7 @@ export const holding = (it: It): void => {
     })
   )
 
-  it.effect("exclusion and fences when a client hands a key among its own fibers, with another client waiting", () =>
+  keys.effect("exclusion and fences when a client hands a key among its own fibers, with another client waiting", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const namespace = uniqueNamespace()

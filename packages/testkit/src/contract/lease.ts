@@ -10,7 +10,7 @@ import * as Fiber from "effect/Fiber"
 import { Lease, Lock, LockScripts } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { eventually, forkUntilInside, redisKey, uniqueNamespace } from "./support.ts"
+import { eventually, forkUntilInside, type Reach, reaching, redisKey, uniqueNamespace } from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
@@ -22,8 +22,9 @@ const assertIncreasing = (tokens: ReadonlyArray<number>, what: string): void => 
   }
 }
 
-export const lease = (it: It): void => {
-  it.effect("L1. the body sees its lease: key, fencing token (the fence key's value), validity; check confirms", () =>
+export const lease = (it: It, reach: Reach): void => {
+  const keys = reaching(it, reach, "keys")
+  keys.effect("L1. the body sees its lease: key, fencing token (the fence key's value), validity; check confirms", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "2 seconds" })
@@ -75,7 +76,7 @@ export const lease = (it: It): void => {
     })
   )
 
-  it.effect("L3. tokens keep increasing across key expiry, a retried grant keeps its token, a lost counter", () =>
+  keys.effect("L3. tokens keep increasing across key expiry, a retried grant keeps its token, a lost counter", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const backend = yield* LockBackend
@@ -101,7 +102,7 @@ export const lease = (it: It): void => {
     })
   )
 
-  it.effect("L4. renewals leave the token unchanged", () =>
+  keys.effect("L4. renewals leave the token unchanged", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // Renewed every 333 ms. Shorter leases can lose a renewal to a scheduling stall when CI runs
@@ -118,7 +119,7 @@ export const lease = (it: It): void => {
     })
   )
 
-  it.effect("L5. a check the server answers 'not held' fails with LockLost, and so does the call, at once", () =>
+  keys.effect("L5. a check the server answers 'not held' fails with LockLost, and so does the call, at once", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // A long lease: renewal would not notice within this test; the check does.
@@ -140,7 +141,7 @@ export const lease = (it: It): void => {
     })
   )
 
-  it.effect("L6. Lock.acquire holds the lock, renewed, until the scope closes, then releases it", () =>
+  keys.effect("L6. Lock.acquire holds the lock, renewed, until the scope closes, then releases it", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       // As in L4: a 1 s lease rides out scheduling stalls on a loaded machine.
@@ -162,7 +163,7 @@ export const lease = (it: It): void => {
     })
   )
 
-  it.effect("L7. Lock.acquire surfaces loss: lease.lost fails with LockLost when the key is deleted", () =>
+  keys.effect("L7. Lock.acquire surfaces loss: lease.lost fails with LockLost when the key is deleted", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const lock = yield* Lock.make({ namespace: uniqueNamespace(), leaseDuration: "400 millis" })
@@ -184,7 +185,7 @@ export const lease = (it: It): void => {
     })
   )
 
-  it.effect(
+  keys.effect(
     "L8. a lease longer than a Node timer holds (30 days) is granted, checked and released like any other",
     () =>
       Effect.gen(function* () {

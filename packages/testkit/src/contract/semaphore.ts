@@ -15,7 +15,15 @@ import * as Option from "effect/Option"
 import { Lease, ReadWriteLock, Semaphore } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { ServerControl } from "./ServerControl.ts"
-import { eventually, forkUntilInside, overlapRecorder, redisKey, uniqueNamespace } from "./support.ts"
+import {
+  eventually,
+  forkUntilInside,
+  overlapRecorder,
+  type Reach,
+  reaching,
+  redisKey,
+  uniqueNamespace
+} from "./support.ts"
 
 type It = Vitest.MethodsNonLive<LockBackend | ServerControl>
 
@@ -32,8 +40,9 @@ const serverMillis = (control: ServerControl["Service"], key: string) =>
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
   })
 
-export const semaphore = (it: It): void => {
-  it.effect("S1. callers of two clients never hold more than the limit, and every one is served", () =>
+export const semaphore = (it: It, reach: Reach): void => {
+  const server = reaching(it, reach, "server")
+  server.effect("S1. callers of two clients never hold more than the limit, and every one is served", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const namespace = uniqueNamespace("sem")
@@ -58,7 +67,7 @@ export const semaphore = (it: It): void => {
     })
   )
 
-  it.effect("S2. a holder's permits end on the server's clock: its score is the server's time plus the lease", () =>
+  server.effect("S2. a holder's permits end on the server's clock: its score is the server's time plus the lease", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const semaphores = yield* Semaphore.make({ namespace: uniqueNamespace("sem"), leaseDuration: "10 seconds" })
@@ -145,7 +154,7 @@ export const semaphore = (it: It): void => {
     })
   )
 
-  it.effect("S5. permits removed at the server: the body is interrupted, its finalizers run, then LockLost", () =>
+  server.effect("S5. permits removed at the server: the body is interrupted, its finalizers run, then LockLost", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const semaphores = yield* Semaphore.make({ namespace: uniqueNamespace("sem"), leaseDuration: "600 millis" })
@@ -186,7 +195,7 @@ export const semaphore = (it: It): void => {
     })
   )
 
-  it.effect("S7. a waiter that gives up leaves the line at once, and the next waiter is served", () =>
+  server.effect("S7. a waiter that gives up leaves the line at once, and the next waiter is served", () =>
     Effect.gen(function* () {
       const control = yield* ServerControl
       const namespace = uniqueNamespace("sem")

@@ -74,3 +74,27 @@ export const forkUntilInside = <A, E, R>(
     yield* Deferred.await(started)
     return fiber
   })
+
+/**
+ * How much of the deployment under test the suite can reach besides the backend:
+ * - `"server"`: raw commands and pausing the server (`ServerControl` in full); every test runs;
+ * - `"keys"`: reading and writing keys by name (`get`, `set`, `del`, `pttl`), as an in-memory
+ *   backend's key view allows; tests that send raw commands or pause the server are left out;
+ * - `"backend"`: the backend alone; only the tests that need nothing else run.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type Reach = "server" | "keys" | "backend"
+
+const depth: Record<Reach, number> = { backend: 0, keys: 1, server: 2 }
+
+/** Registers nothing: the registrar for tests a deployment cannot reach. */
+const registersNothing: unknown = new Proxy(() => {}, { get: () => registersNothing, apply: () => undefined })
+
+/**
+ * `it` for tests that need `needs`, when the suite reaches that far; otherwise a registrar that
+ * registers nothing, so that those tests are not part of the run at all (never reported skipped).
+ */
+export const reaching = <It>(it: It, reach: Reach, needs: Reach): It =>
+  depth[reach] >= depth[needs] ? it : (registersNothing as It)
