@@ -26,6 +26,7 @@ import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import { classify } from "./internal/classify.ts"
 import { connect } from "./internal/connect.ts"
+import { watch } from "./internal/silentConnection.ts"
 import { duplicateSubscriber } from "./internal/subscriber.ts"
 
 /**
@@ -102,15 +103,16 @@ export const make = (
       return yield* invalid("connectTimeout", connectTimeout, "must be a positive number of milliseconds")
     }
     if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
-    const clients = yield* Effect.forEach(
+    // Each connection is replaced should it go silent (silentConnection.ts).
+    const watched = yield* Effect.forEach(
       Array.from({ length: connections }),
-      () => connect(redisOptions as RedisOptions, connectTimeout),
+      () => watch(connect(redisOptions as RedisOptions, connectTimeout)),
       { concurrency: "unbounded" }
     )
     return yield* CommandBackend.make({
       description: "ioredis standalone",
-      connections: clients.map(connectionOf),
-      subscriber: wakeups ? yield* duplicateSubscriber(clients[0]!) : undefined,
+      connections: watched,
+      subscriber: wakeups ? yield* duplicateSubscriber(watched[0]!.current()) : undefined,
       classify
     })
   })

@@ -12,3 +12,10 @@
  * @since 0.4.0
  */
 export * as IoredisBackend from "./IoredisBackend.ts"
+
+/**
+ * Fenced writes over an ioredis client: data written only by the newest lock holder.
+ *
+ * @since 0.4.0
+ */
+export * as IoredisFencedWrite from "./IoredisFencedWrite.ts"

@@ -1,6 +1,6 @@
 // What the ioredis backend adds to the contract: its options, whose connections it closes (its own)
-// and whose it leaves open (the application's), recovery from a killed connection, how ioredis's
-// failures are read, and that node-redis is never loaded.
+// and whose it leaves open (the application's), recovery from a killed connection and from one gone
+// silent, how ioredis's failures are read, and that node-redis is never loaded.
 import { assert, describe, it } from "@effect/vitest"
 import * as ChildProcess from "node:child_process"
 import * as Net from "node:net"
@@ -11,9 +11,9 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { Cluster, Redis } from "ioredis"
-import { Lock, LockBackend } from "@sage/lock"
+import { Lock, LockBackend, LockScripts } from "@sage/lock"
 import { type InvalidArgument, LockRedisError } from "@sage/lock/LockError"
-import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import * as IoredisBackend from "../src/IoredisBackend.ts"
 import { classify } from "../src/internal/classify.ts"
 import { ownedClient } from "./targets.ts"
@@ -203,6 +203,43 @@ describe("IoredisBackend", () => {
       }).pipe(Effect.provide(Lock.layer({ namespace: "ioredis-kill" }).pipe(Layer.provide(backend))))
       assert.isTrue(Exit.isSuccess(results[0]))
       assert.strictEqual(results[2], 3)
+    })
+  )
+
+  it.live("a connection that goes silent while reported ready is replaced, and its locks work again", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+      const namespace = `ioredis-silent-${Math.random().toString(36).slice(2, 8)}`
+      const backend = yield* IoredisBackend.make({
+        host: "127.0.0.1",
+        port: proxy.port,
+        connections: 1,
+        wakeups: false
+      })
+      const lock = yield* Lock.make({ namespace, leaseDuration: "3 seconds" }).pipe(
+        Effect.provideService(LockBackend.LockBackend, backend)
+      )
+      yield* lock.withLock("quiet", { waitTimeout: "2 seconds" })(Effect.void)
+      // ioredis reconnects on its own after a drop: the connection that goes silent below is its
+      // second, with another id at the server than the first, and that is the one to close there.
+      yield* proxy.closeAll
+      yield* lock.withLock("quiet", { waitTimeout: "5 seconds" })(Effect.void)
+      // The open connection forwards nothing from now on (TCP stays up, as behind a middlebox that
+      // lost its state); new connections pass. ioredis keeps reporting the old one ready.
+      yield* proxy.stallOpen
+      const start = Date.now()
+      const value = yield* Effect.succeed("answered").pipe(lock.withLock("quiet", { waitTimeout: "25 seconds" }))
+      assert.strictEqual(value, "answered")
+      // Attempts time out after the usable lease (2.85 s); the probe gives the connection 5 s more.
+      // Without the replacement every attempt would time out until the wait ran out (TimedOut).
+      assert.isBelow(Date.now() - start, 20_000)
+      assert.strictEqual(proxy.connectionCount, 2, "the silent connection and its replacement (the first was closed)")
+      // The attempts the silent connection held would reach the server now, had it not been closed
+      // there first: the first of them would take the free key again, for a holder long gone.
+      yield* proxy.heal
+      yield* Effect.sleep(500)
+      assert.isNull(yield* server.command("GET", LockScripts.lockKey(namespace, "quiet")), "nothing stale ran")
     })
   )
 

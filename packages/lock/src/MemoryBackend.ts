@@ -126,7 +126,7 @@ export interface Keys {
  * const program = Effect.gen(function* () {
  *   const { backend, keys } = yield* MemoryBackend.makeWithKeys
  *   const lock = yield* Lock.make({ namespace: "jobs" }).pipe(Effect.provideService(LockBackend, backend))
- *   return yield* lock.withLock("nightly")(Effect.andThen(keys.del("jobs:{nightly}"), Effect.never))
+ *   return yield* lock.withLock("nightly", { waitTimeout: "1 second" })(Effect.andThen(keys.del("jobs:{nightly}"), Effect.never))
  * })
  * ```
  *

@@ -50,7 +50,8 @@ import type * as LockBackend from "@sage/lock/LockBackend"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { defaultReconnect } from "./internal/connection/clients.ts"
 import * as Failures from "./internal/connection/failures.ts"
-import { sendOver } from "./internal/connection/sending.ts"
+import { sendOver, sendWithin } from "./internal/connection/sending.ts"
+import { fencedSet as fencedSetOver, type SetOptions, type SetResult } from "./internal/fencedSet.ts"
 import { valueText } from "./internal/options/valueText.ts"
 import { backendOver } from "./internal/standalone/commandBackend.ts"
 
@@ -64,6 +65,12 @@ import { backendOver } from "./internal/standalone/commandBackend.ts"
  */
 export interface Connection {
   readonly send: (args: ReadonlyArray<string>) => Promise<unknown>
+  /**
+   * Told when a command sent here got no reply within its time limit (never on the reply path): a
+   * connection that can go silent (a middlebox that lost its state) checks itself then, and replaces
+   * itself if it answers nothing.
+   */
+  readonly onNoReply?: (() => void) | undefined
 }
 
 /**
@@ -182,7 +189,7 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
     }
     const classify = options.classify ?? classifyByShape
     const sends = (connections as ReadonlyArray<Connection>).map((connection) =>
-      sendOver({ sendCommand: (args) => connection.send(args) }, classify)
+      sendOver({ sendCommand: (args) => connection.send(args), onNoReply: connection.onNoReply }, classify)
     )
     return yield* backendOver({
       description: String(options.description),
@@ -192,3 +199,56 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
       ordered: true
     })
   })
+
+/**
+ * The options of `fencedSet`: `FencedWrite.SetOptions`.
+ *
+ * @category fenced writes
+ * @since 0.4.0
+ */
+export type FencedSetOptions = SetOptions
+
+/**
+ * The outcome of `fencedSet`: `FencedWrite.SetResult`.
+ *
+ * @category fenced writes
+ * @since 0.4.0
+ */
+export type FencedSetResult = SetResult
+
+/**
+ * `FencedWrite.set` over a connection of any client: writes `options.value` to `options.key` unless a
+ * newer fencing token has written it since (`Stale`, with that token). Bad options fail with
+ * `InvalidArgument` before anything is sent; a `LockRedisError` says the write may or may not have
+ * been applied.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Lease, Lock } from "@sage/lock"
+ * import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
+ *
+ * declare const connection: CommandBackend.Connection
+ * const save = (balance: number) =>
+ *   Effect.gen(function* () {
+ *     const lease = yield* Lease.Lease
+ *     return yield* CommandBackend.fencedSet(connection, {
+ *       key: "{account:42}:balance",
+ *       value: String(balance),
+ *       fencingToken: lease.fencingToken
+ *     })
+ *   }).pipe(Lock.withLock("account:42", { waitTimeout: "2 seconds" }))
+ * ```
+ *
+ * @category fenced writes
+ * @since 0.4.0
+ */
+export const fencedSet = (
+  connection: Connection,
+  options: FencedSetOptions,
+  classify: Classify = classifyByShape
+): Effect.Effect<FencedSetResult, LockRedisError | InvalidArgument> =>
+  fencedSetOver(
+    (args, millis) => sendWithin({ sendCommand: (command) => connection.send(command) }, [...args], millis, classify),
+    options
+  )

@@ -8,7 +8,7 @@ import * as LockBackendTag from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
 import { FencedWrite, NodeRedisBackend } from "@sage/lock-node-redis"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
-import { IoredisBackend } from "@sage/lock-ioredis"
+import { IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
 import { Redis } from "ioredis"
 
 const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.LockRedisError> = Lock.layer({
@@ -97,4 +97,8 @@ const OverAnyClient: Layer.Layer<LockBackend, LockError.InvalidArgument> = Layer
   CommandBackend.make({ description: "any client", connections: [anyClient] })
 )
 const ioLocks: PromiseClient.PromiseClient = PromiseClient.make(OverIoredis)
-export const overIoredis = [OverApplicationClient, OverAnyClient, ioLocks] as const
+const fencedOverIoredis: Effect.Effect<
+  IoredisFencedWrite.SetResult,
+  LockError.LockRedisError | LockError.InvalidArgument
+> = IoredisFencedWrite.set(application, { key: "{job}:state", value: "done", fencingToken: 42 })
+export const overIoredis = [OverApplicationClient, OverAnyClient, ioLocks, fencedOverIoredis] as const

@@ -9,7 +9,7 @@ import { createServer, connect } from "node:net"
 import { Effect, Layer, Option } from "effect"
 import { Lock, LockError, PromiseClient } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
-import { IoredisBackend } from "@sage/lock-ioredis"
+import { IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
 import { Redis } from "ioredis"
 
 const freePort = () =>
@@ -146,6 +146,16 @@ try {
     )
     if (fromClient !== "inside") failures.push(`ioredis: withLock over the application's client returned ${fromClient}`)
     if ((await ioredis.ping()) !== "PONG") failures.push("ioredis: the application's client was closed by the lock")
+    // A fenced write over ioredis: a newer token writes, an older one is refused.
+    const fenced = await Effect.runPromise(
+      Effect.all([
+        IoredisFencedWrite.set(ioredis, { key: "{consumer}:data", value: "new", fencingToken: 20 }),
+        IoredisFencedWrite.set(ioredis, { key: "{consumer}:data", value: "old", fencingToken: 19 })
+      ])
+    )
+    if (fenced[0]._tag !== "Written" || fenced[1]._tag !== "Stale") {
+      failures.push(`ioredis: FencedWrite.set gave ${JSON.stringify(fenced)}`)
+    }
   } finally {
     await ioLocks.close()
     await ioredis.quit()

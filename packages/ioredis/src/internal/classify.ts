@@ -8,6 +8,17 @@ const connectionClosed = "Connection is closed."
 const offline = "Stream isn't writeable and enableOfflineQueue options is false"
 const commandTimedOut = "Command timed out"
 
+/**
+ * What a command gets that was still waiting on a connection the lock replaced because it went
+ * silent (silentConnection.ts): the command may have reached the server; a retry goes to the new
+ * connection.
+ */
+export class Replaced extends Error {
+  constructor(cause: unknown) {
+    super("the connection went silent and was replaced", { cause })
+  }
+}
+
 const failure = (
   command: string,
   fields: Pick<LockRedisError, "kind" | "code" | "reply" | "retryable" | "mayHaveExecuted">,
@@ -17,6 +28,13 @@ const failure = (
 /** Turns anything ioredis rejected a command with into a classified `LockRedisError`. */
 export const classify = (command: string, error: unknown): LockRedisError => {
   if (!(error instanceof Error)) return otherFailure(command, error)
+  if (error instanceof Replaced) {
+    return failure(
+      command,
+      { kind: "connection", code: "DISCONNECTED", reply: error.message, retryable: true, mayHaveExecuted: true },
+      error
+    )
+  }
   const { message, name } = error
   // redis-errors' classes name themselves after their constructor.
   if (name === "ReplyError") return replyFailure(command, message, error)
