@@ -26,7 +26,7 @@ import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import { classify } from "./internal/classify.ts"
 import { connect } from "./internal/connect.ts"
-import { watch } from "./internal/silentConnection.ts"
+import { replaceable } from "./internal/replaceable.ts"
 import { duplicateSubscriber } from "./internal/subscriber.ts"
 
 /**
@@ -103,16 +103,23 @@ export const make = (
       return yield* invalid("connectTimeout", connectTimeout, "must be a positive number of milliseconds")
     }
     if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
-    // Each connection is replaced should it go silent (silentConnection.ts).
+    // The first client opened: the wake-up subscriber is a duplicate of it.
+    let first: Redis | undefined
+    const open = Effect.tap(connect(redisOptions as RedisOptions, connectTimeout), (client) =>
+      Effect.sync(() => {
+        first ??= client
+      })
+    )
+    // Each connection is replaced should it go silent.
     const watched = yield* Effect.forEach(
       Array.from({ length: connections }),
-      () => watch(connect(redisOptions as RedisOptions, connectTimeout)),
+      () => CommandBackend.replaceWhenSilent({ open: Effect.map(open, replaceable), classify }),
       { concurrency: "unbounded" }
     )
     return yield* CommandBackend.make({
       description: "ioredis standalone",
       connections: watched,
-      subscriber: wakeups ? yield* duplicateSubscriber(watched[0]!.current()) : undefined,
+      subscriber: wakeups ? yield* duplicateSubscriber(first!) : undefined,
       classify
     })
   })

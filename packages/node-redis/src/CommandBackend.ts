@@ -51,6 +51,7 @@ import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import { defaultReconnect } from "./internal/connection/clients.ts"
 import * as Failures from "./internal/connection/failures.ts"
 import { sendOver, sendWithin } from "./internal/connection/sending.ts"
+import * as SilentConnection from "./internal/connection/silentConnection.ts"
 import { fencedSet as fencedSetOver, type SetOptions, type SetResult } from "./internal/fencedSet.ts"
 import { valueText } from "./internal/options/valueText.ts"
 import { backendOver } from "./internal/standalone/commandBackend.ts"
@@ -199,6 +200,67 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
       ordered: true
     })
   })
+
+/**
+ * A client the backend opens itself and may replace (`replaceWhenSilent`): its commands, whether its
+ * connection is ready, its (re)connections, and closing it at once.
+ *
+ * @category connections
+ * @since 0.4.0
+ */
+export interface ReplaceableClient {
+  /** Whether the client counts its connection as ready: only a ready connection is checked for silence. */
+  readonly isReady: boolean
+  /** Sends a command, as `Connection.send`. */
+  readonly send: (args: ReadonlyArray<string>) => Promise<unknown>
+  /**
+   * `ready`: each time a connection (the first, or a new one after a drop) is ready, which gives it
+   * a new id at the server; `reconnecting`: the connection was lost and the client tries again.
+   */
+  readonly on: (event: "ready" | "reconnecting", listener: () => void) => unknown
+  /**
+   * Closes the client at once, for good: the backend found its connection silent and replaced it.
+   * Its commands still waiting should then fail as retryable disconnections.
+   */
+  readonly destroy: () => void
+}
+
+/**
+ * A connection over clients that `open` opens, replaced when it goes silent: when a command gets no
+ * reply in time and the connection then leaves `TIME` unanswered for 5 seconds while its client
+ * reports it ready, a new client is opened, the silent connection is closed at the server through it
+ * (`CLIENT KILL ID <id> ADDR <addr>`, read with `CLIENT INFO` whenever it became ready), and only
+ * then does the new one carry commands (docs/topologies.md, "A connection that goes silent").
+ * Without permission to read its id or to kill it, the silent connection is kept. Each client closes
+ * with the scope, or when it is replaced.
+ *
+ * @category connections
+ * @since 0.4.0
+ */
+export const replaceWhenSilent = (options: {
+  readonly open: Effect.Effect<ReplaceableClient, LockRedisError, Scope.Scope>
+  readonly classify?: Classify | undefined
+}): Effect.Effect<Connection, LockRedisError, Scope.Scope> =>
+  Effect.map(
+    SilentConnection.watch({
+      open: Effect.map(options.open, (client): SilentConnection.WatchedClient => ({
+        get isReady() {
+          return client.isReady
+        },
+        // Never in the middle of a connection attempt as node-redis can be: destroyed at once.
+        isOpen: false,
+        sendCommand: (args) => client.send(args),
+        on: (event, listener) => (event === "connect" ? undefined : client.on(event, listener)),
+        destroy: () => client.destroy(),
+        unref: () => undefined
+      })),
+      classify: options.classify ?? classifyByShape
+    }),
+    (watching): Connection => ({
+      send: (args) => watching.sendCommand([...args]),
+      onNoReply: watching.onNoReply
+    })
+  )
 
 /**
  * The options of `fencedSet`: `FencedWrite.SetOptions`.

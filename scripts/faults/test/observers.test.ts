@@ -54,17 +54,25 @@ const grants: Lines = [
   ...term("1.2.0", "k0", { begin: 30, granted: 45, left: 60 }, 300)
 ]
 
-const observersOf = (lines: Lines) =>
+/** The observers' verdict on `lines`, with workers paused or killed as `workerFaults` says. */
+const observersOf = (
+  lines: Lines,
+  workerFaults: ReadonlyArray<{ readonly worker: number; readonly from: number; readonly to: number }> = [],
+  clockOffset?: { readonly low: number; readonly high: number }
+) =>
   check({
     lines,
     waitTimeoutMillis: 4000,
-    workerFaults: [],
+    workerFaults,
     healedAt: 0,
     endedAt: 20_000 * ms,
     expectedErrorCodes: [],
     leaseMillis: 3000,
-    clockOffset: undefined
+    clockOffset
   }).observers
+
+/** The servers' clock as the monotonic one + 1 s (within 50 µs). */
+const secondAhead = { low: 1_000_000 - 50, high: 1_000_000 + 50 }
 
 const violations = (lines: Lines): Array<string> =>
   (observersOf(lines)?.violations ?? []).map((v) => `${v.kind} ${v.state.worker} ${v.state.term ?? "nobody"}`)
@@ -208,16 +216,7 @@ describe("fault matrix checker: election observers", () => {
       // Another fiber of the dead worker, which was not campaigning for k0.
       ...seen(2, "k0", 201, { term: 1_160_000, candidate: "w1-f3" })
     ]
-    const observers = check({
-      lines,
-      waitTimeoutMillis: 4000,
-      workerFaults: [{ worker: 1, from: 100 * ms, to: Infinity }],
-      healedAt: 0,
-      endedAt: 20_000 * ms,
-      expectedErrorCodes: [],
-      leaseMillis: 3000,
-      clockOffset: { low: 1_000_000 - 50, high: 1_000_000 + 50 }
-    }).observers
+    const observers = observersOf(lines, [{ worker: 1, from: 100 * ms, to: Infinity }], secondAhead)
     assert.strictEqual(observers?.unreported, 1)
     assert.deepStrictEqual(
       observers?.violations.map((v) => `${v.kind} ${v.state.term}`),
@@ -241,16 +240,7 @@ describe("fault matrix checker: election observers", () => {
       // Before 2.0.1 began.
       ...seen(2, "k1", 100, { term: 1_050_000, candidate: "w2-f0" })
     ]
-    const observers = check({
-      lines,
-      waitTimeoutMillis: 4000,
-      workerFaults: [],
-      healedAt: 0,
-      endedAt: 20_000 * ms,
-      expectedErrorCodes: [],
-      leaseMillis: 3000,
-      clockOffset: { low: 1_000_000 - 50, high: 1_000_000 + 50 }
-    }).observers
+    const observers = observersOf(lines, [], secondAhead)
     assert.strictEqual(observers?.unreported, 2)
     assert.deepStrictEqual(
       observers?.violations.map((v) => `${v.kind} ${v.state.term}`),

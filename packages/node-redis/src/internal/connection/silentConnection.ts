@@ -28,22 +28,32 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import type { LockRedisError } from "@sage/lock/LockError"
-import { sendWithin } from "./commands.ts"
-import type { SharedClient, SubscriberClient } from "./clients.ts"
+import type { SubscriberClient } from "./clients.ts"
+import type { Classify } from "./failures.ts"
+import { type CommandClient, sendWithin } from "./sending.ts"
 import { silenceProbe } from "./silenceProbe.ts"
 import { type Destroyable, destroyForGood } from "./teardown.ts"
 
 /**
- * What the watcher needs of a node-redis client: commands, a duplicate, its ready state, and its
- * reconnections (each one is a new connection at the server, with a new id).
+ * What the watcher needs of a client (node-redis's, or another client's adapted to this shape):
+ * commands, its ready state, its reconnections (each one is a new connection at the server, with a
+ * new id), and a way to destroy it; a duplicate, for a client whose wake-ups subscribe on one.
  */
-export interface WatchedClient extends SharedClient, Destroyable {
+export interface WatchedClient extends CommandClient, Destroyable {
   on(event: "connect" | "ready" | "reconnecting", listener: () => void): unknown
+  duplicate?(): SubscriberClient
 }
 
-/** How to open a connection of the layer (scoped: it closes with its scope). */
+/** How to open a connection of the layer (scoped: it closes with its scope), and read its client's failures. */
 export interface Options<C extends WatchedClient> {
   readonly open: Effect.Effect<C, LockRedisError, Scope.Scope>
+  readonly classify: Classify
+}
+
+/** The connection in service, as a client: commands, a duplicate of the client in service, `onNoReply`. */
+export interface Watching extends CommandClient {
+  readonly onNoReply: () => void
+  duplicate(): SubscriberClient
 }
 
 /** A connection as the server knows it: its id, and its address when `CLIENT INFO` could say. */
@@ -128,6 +138,7 @@ const serverSides = <C extends WatchedClient>(): ServerSides<C> => {
 /** The connection a watcher keeps in service, and what replacing it needs. */
 interface Watched<C extends WatchedClient> {
   readonly open: Effect.Effect<C, LockRedisError, Scope.Scope>
+  readonly classify: Classify
   readonly layerScope: Scope.Scope
   readonly sides: ServerSides<C>
   current: C
@@ -161,7 +172,7 @@ const replace = <C extends WatchedClient>(watched: Watched<C>, silent: C, silent
     }
     const fresh = opened.value
     // Nothing the silent connection still delivers may run after the new one's commands.
-    const fenced = yield* Effect.exit(sendWithin(fresh, killArgs(silentSide), fenceTimeoutMillis))
+    const fenced = yield* Effect.exit(sendWithin(fresh, killArgs(silentSide), fenceTimeoutMillis, watched.classify))
     if (Exit.isFailure(fenced) || watched.closed || watched.current !== silent) {
       yield* Scope.close(scope, Exit.void)
       if (Exit.isFailure(fenced)) {
@@ -209,7 +220,7 @@ const replace = <C extends WatchedClient>(watched: Watched<C>, silent: C, silent
  */
 export const watch = <C extends WatchedClient>(
   options: Options<C>
-): Effect.Effect<SharedClient, LockRedisError, Scope.Scope> =>
+): Effect.Effect<Watching, LockRedisError, Scope.Scope> =>
   Effect.gen(function* () {
     const layerScope = yield* Scope.Scope
     const context = yield* Effect.context<never>()
@@ -219,6 +230,7 @@ export const watch = <C extends WatchedClient>(
     sides.track(current)
     const watched: Watched<C> = {
       open: options.open,
+      classify: options.classify,
       layerScope,
       sides,
       current,
@@ -251,7 +263,11 @@ export const watch = <C extends WatchedClient>(
 
     return {
       sendCommand: (args, commandOptions) => watched.current.sendCommand(args, commandOptions),
-      duplicate: (): SubscriberClient => watched.current.duplicate(),
+      duplicate: (): SubscriberClient => {
+        const client = watched.current
+        if (client.duplicate === undefined) throw new Error("this client has no duplicate to subscribe with")
+        return client.duplicate()
+      },
       onNoReply: probe
     }
   })

@@ -9,6 +9,7 @@ import type { RedisClientOptions } from "redis"
 import * as Address from "../connection/address.ts"
 import type { SharedClient } from "../connection/clients.ts"
 import type { Connect } from "../connection/connecting.ts"
+import { classify } from "../connection/classify.ts"
 import * as SilentConnection from "../connection/silentConnection.ts"
 import { checkClientOptions, type Common, invalid, unusableClient, validate } from "../options/validate.ts"
 import { fromClients } from "./backend.ts"
@@ -40,7 +41,8 @@ export const prepare = (options: StandaloneOptions): Effect.Effect<Connect, Inva
         Array.from({ length: connections }),
         () =>
           SilentConnection.watch({
-            open: connect(Address.withoutBracketedUrl(clientOptions) as RedisClientOptions, connectTimeout)
+            open: connect(Address.withoutBracketedUrl(clientOptions) as RedisClientOptions, connectTimeout),
+            classify
           }),
         { concurrency: "unbounded" }
       )
