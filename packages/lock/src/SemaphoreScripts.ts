@@ -49,7 +49,8 @@ const { clock, fence, fenceStatements, holderHelpers, lineHelpers } = SemaphoreL
  * - Reply `{1, fence}`: the caller holds its permits with the lease (a new grant, with a new fencing
  *   token; or its token already held them, an attempt whose reply was lost, and the lease is
  *   re-armed and the grant's own token returned; or a release reserved them for its waiter id, and
- *   they now hold its token with the lease and the reservation's fencing token).
+ *   they now hold its token with the lease and a new fencing token: the reservation may have been
+ *   made for an earlier call of that waiter id that gave up, and grants since have newer tokens).
  * - Reply `{0, remaining, floor}`: not granted; `remaining` is the time until the first holder's lease
  *   ends (-2 when no holder stands in the way, only the line). With a waiter id the caller is
  *   registered (its place kept from its first registration) and `floor` is the last fencing token
@@ -85,7 +86,7 @@ if waiter ~= "" then
   if granted then
     local grant = redis.call("HGET", KEYS[5], granted)
     if grant and tonumber(string.match(grant, "^%d+")) == count then
-      local fence = tonumber(string.match(grant, ":(%d+)$"))
+      local fence = issue_fence()
       drop(granted)
       hold(token, count, fence, lease)
       return {1, fence}

@@ -7,7 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Lease, Lock, LockScripts } from "@sage/lock"
-import { type Backend, LockBackend } from "@sage/lock/LockBackend"
+import { type AcquireReply, type Backend, LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
@@ -322,6 +322,33 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         yield* server.command("SET", lockKeyOf("k"), "g.w:1", "PX", "30000")
         assert.strictEqual((yield* backend.acquire(request("k", "other", "g.other")))._tag, "Busy")
       })
+    )
+
+    it.live(
+      "semaphore permits reserved for a waiter id are taken by a later call of it with a token above grants since",
+      () =>
+        Effect.gen(function* () {
+          const server = yield* RedisServer.start({ flavor })
+          const backend = yield* NodeRedisBackend.make({ url: server.url })
+          const semaphore = (token: string, waiterId?: string) => ({
+            ...request("s", token, waiterId),
+            permits: { count: 1, limit: 2 }
+          })
+          const fenceOf = (reply: AcquireReply) => (reply._tag === "Acquired" ? reply.fence : Number.NaN)
+          yield* backend.acquire(semaphore("h1"))
+          yield* backend.acquire(semaphore("h2"))
+          // Full: a call of waiter id g.w registers, then gives up; its process still listens.
+          assert.strictEqual((yield* backend.acquire(semaphore("w1", "g.w")))._tag, "Busy")
+          yield* deaf(server, "s", "g.w")
+          // h1's permit is reserved for g.w; h2's goes to a newcomer, with a newer token.
+          yield* backend.release(semaphore("h1"))
+          yield* backend.release(semaphore("h2"))
+          const newcomer = fenceOf(yield* backend.acquire(semaphore("h3")))
+          // A later call of the same waiter id takes the reservation: its token must be newer still,
+          // or a resource fenced by h3's token would turn it away while it holds its permit.
+          const later = fenceOf(yield* backend.acquire(semaphore("w2", "g.w")))
+          assert.isAbove(later, newcomer)
+        })
     )
 
     it.live("a grant older than the waiter's last busy reply is not relied on", () =>

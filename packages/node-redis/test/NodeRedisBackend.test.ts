@@ -69,7 +69,7 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
             "89ab1c45abc0ae44e874b67d48584469e4c745c3",
             "b59a67e739c130bda80089f8738249c6c0fe9657",
             "352a8e19d925285c30c727c12e522986bea061a9",
-            "f3cf7d7b61d61093e11a6cae58ce024111dd06c4",
+            "cbea20e2dc23fc8fcc0080a88a61983c37e4b2ce",
             "c07bf97ce225c8b8b58dfa2f83f2ff54d557cf3d",
             "40aceb290d9c39e424cb557ad6fe45acd2f23cb7",
             "6b398a312b454b799ce3fbddc833b51630d07a2b",

@@ -104,8 +104,11 @@ export class MemorySemaphores {
       const grant = reserved === undefined ? undefined : state.holders.get(reserved)
       if (reserved !== undefined) this.drop(state, reserved)
       if (grant !== undefined && grant.count === count) {
-        state.holders.set(token, { count, fence: grant.fence, expiresAt: now + request.leaseMillis })
-        return { _tag: "Acquired", fence: grant.fence }
+        // A new token, as the script issues: the reservation may be an earlier call's, and grants
+        // since have newer tokens.
+        const fence = this.hooks.issueFence(key, now)
+        state.holders.set(token, { count, fence, expiresAt: now + request.leaseMillis })
+        return { _tag: "Acquired", fence }
       }
     }
     if (state === undefined) {
