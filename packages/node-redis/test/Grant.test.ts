@@ -95,6 +95,14 @@ const request = (key: string, token: string, waiterId?: string) => ({
   waiter: waiterId === undefined ? undefined : { id: waiterId, ttlMillis: 10_000 }
 })
 
+/** A request for 1 of semaphore `s`'s 2 permits. */
+const semaphore = (token: string, waiterId?: string) => ({
+  ...request("s", token, waiterId),
+  permits: { count: 1, limit: 2 }
+})
+
+const fenceOf = (reply: AcquireReply) => (reply._tag === "Acquired" ? reply.fence : Number.NaN)
+
 for (const flavor of ServerBinary.flavorsUnderTest()) {
   describe(`release grants on ${flavor}`, () => {
     it.live("a release hands the lock to the waiter of another process, which starts without asking again", () =>
@@ -330,11 +338,6 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
         Effect.gen(function* () {
           const server = yield* RedisServer.start({ flavor })
           const backend = yield* NodeRedisBackend.make({ url: server.url })
-          const semaphore = (token: string, waiterId?: string) => ({
-            ...request("s", token, waiterId),
-            permits: { count: 1, limit: 2 }
-          })
-          const fenceOf = (reply: AcquireReply) => (reply._tag === "Acquired" ? reply.fence : Number.NaN)
           yield* backend.acquire(semaphore("h1"))
           yield* backend.acquire(semaphore("h2"))
           // Full: a call of waiter id g.w registers, then gives up; its process still listens.
