@@ -1,7 +1,8 @@
 // The deployments the fault matrix runs on, started from the test kit for one scope, with what a
 // scenario needs to aim its fault: the current master of a lock key, its replicas, every data node,
-// and (for the final read of the servers) the master a key settled on after the run. `ioredis` is a
-// standalone server whose workers use the ioredis backend instead of node-redis's.
+// and (for the final read of the servers) the master a key settled on after the run. `ioredis` and
+// `ioredis-cluster` are a standalone server and a Cluster whose workers use the ioredis backend
+// instead of node-redis's.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import {
@@ -16,7 +17,7 @@ import {
 } from "@sage/lock-testkit"
 import type { Connection } from "./protocol.ts"
 
-export const deploymentKinds = ["standalone", "ioredis", "sentinel", "cluster"] as const
+export const deploymentKinds = ["standalone", "ioredis", "sentinel", "cluster", "ioredis-cluster"] as const
 export type DeploymentKind = (typeof deploymentKinds)[number]
 
 export interface Deployment {
@@ -135,21 +136,21 @@ const sentinel = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
     return deployment
   })
 
-const cluster = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
+const cluster = (flavor: ServerBinary.Flavor, options: DeploymentOptions, client: "node-redis" | "ioredis") =>
   Effect.gen(function* () {
     const topology = yield* ClusterTopology.start({ flavor, args: options.args })
     const proxies = yield* proxiesFor(topology.nodes, options.proxies ?? 0)
     const connectionFor = (worker: number): Connection => {
       const mine = proxies.get(worker)
       const rootUrls = topology.nodes.slice(0, 3).map((node) => mine?.get(node.port)?.url ?? node.url)
-      if (mine === undefined) return { _tag: "cluster", rootUrls }
+      if (mine === undefined) return { _tag: "cluster", rootUrls, client }
       const addressMap = Object.fromEntries(
         [...mine].map(([port, proxy]) => [`127.0.0.1:${port}`, { host: "127.0.0.1", port: proxy.port }])
       )
-      return { _tag: "cluster", rootUrls, addressMap }
+      return { _tag: "cluster", rootUrls, addressMap, client }
     }
     const deployment: Deployment = {
-      kind: "cluster",
+      kind: client === "ioredis" ? "ioredis-cluster" : "cluster",
       flavor,
       connectionFor,
       nodes: topology.nodes,
@@ -177,7 +178,9 @@ export const start = (
     case "sentinel":
       return sentinel(flavor, options)
     case "cluster":
-      return cluster(flavor, options)
+      return cluster(flavor, options, "node-redis")
+    case "ioredis-cluster":
+      return cluster(flavor, options, "ioredis")
   }
 }
 

@@ -21,7 +21,9 @@ export const Connection = Schema.Union([
   Schema.TaggedStruct("cluster", {
     rootUrls: Schema.Array(Schema.String),
     /** Announced `host:port` to the address to dial (a proxy in front of each node), if any. */
-    addressMap: Schema.optional(Schema.Record(Schema.String, Schema.Struct({ host: Schema.String, port: Schema.Int })))
+    addressMap: Schema.optional(Schema.Record(Schema.String, Schema.Struct({ host: Schema.String, port: Schema.Int }))),
+    /** The backend (node-redis's when absent). */
+    client: Schema.optional(Schema.Literals(["node-redis", "ioredis"]))
   })
 ])
 export type Connection = typeof Connection.Type

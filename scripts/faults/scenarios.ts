@@ -25,8 +25,8 @@ import { waitingScenarios } from "./waiting.ts"
 
 export type { Expectation, FaultContext, Scenario } from "./scenario.ts"
 
-const all: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "sentinel", "cluster"]
-const direct: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "cluster"]
+const all: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "sentinel", "cluster", "ioredis-cluster"]
+const direct: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "cluster", "ioredis-cluster"]
 
 const target = (context: FaultContext): Effect.Effect<RedisServer.RedisServer, TestkitError.TestkitError> =>
   context.deployment.masterFor(context.redisKeys[0] ?? "")
@@ -109,7 +109,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "master-kill-failover-restart",
     fault: "kill -9 the key's master, wait for the promotion, restart the old node empty [SE2, C10]",
-    deployments: ["sentinel", "cluster"],
+    deployments: ["sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "with replica acknowledgement every held lock is on the promoted replica; the restarted empty node (ROLE master for ~10 s under Sentinel) is refused by the view check",
     inject: (context) =>
@@ -446,7 +446,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "replica-stall",
     fault: "SIGSTOP one replica of the key's master for 2 s [R3, C7]",
-    deployments: ["sentinel", "cluster"],
+    deployments: ["sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "WAIT cannot be satisfied: acquisitions time out unacknowledged, renewals retry within the usable lease",
     inject: (context) =>
@@ -460,7 +460,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "replica-kill",
     fault: "kill -9 one replica of the key's master, restart it 3 s later",
-    deployments: ["sentinel", "cluster"],
+    deployments: ["sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why:
       "the master lists the replicas left and they acknowledge; on Sentinel, writes wait until the " +
@@ -476,7 +476,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "replica-links-cut",
     fault: "CLIENT KILL TYPE replica on the key's master every 250 ms for 2 s: the replication links drop",
-    deployments: ["sentinel", "cluster"],
+    deployments: ["sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why:
       "a write the replicas did not get is not acknowledged: acquisitions retry, renewals retry within " +
@@ -493,7 +493,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "noreplicas",
     fault: "min-replicas-to-write above the replica count on the key's master for 2 s: writes get NOREPLICAS [R4]",
-    deployments: ["sentinel", "cluster"],
+    deployments: ["sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "NOREPLICAS is temporary: acquisitions retry within waitTimeout, renewals within the usable lease",
     inject: (context) =>
@@ -517,7 +517,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "connection-limit",
     fault: "maxclients 1 and every client connection killed on the key's master for 2 s [S12]",
-    deployments: ["standalone", "ioredis", "cluster"],
+    deployments: ["standalone", "ioredis", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why:
       "ERR max number of clients reached is a connection failure, retried within the budget " +
@@ -530,7 +530,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
       mode === "FORCE"
         ? "SIGSTOP the key's master, CLUSTER FAILOVER FORCE on its replica, SIGCONT [C5]"
         : `CLUSTER FAILOVER${mode === "" ? "" : ` ${mode}`} on the key's replica [${mode === "" ? "C4" : "C6"}]`,
-    deployments: ["cluster"],
+    deployments: ["cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "acknowledged locks are on the promoted replica; MOVED re-routes renewals",
     inject: (context) =>
@@ -551,7 +551,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "slot-migration",
     fault: "the first key's slot migrated to another master with its keys [C3]",
-    deployments: ["cluster"],
+    deployments: ["cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "ASK is followed (ASKING again before a re-sent script), MOVED waits for the new slot map; scripts over several keys get TRYAGAIN while the slot is open, retried",
     inject: (context) =>

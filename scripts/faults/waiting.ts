@@ -149,7 +149,7 @@ export const waitingScenarios: ReadonlyArray<Scenario> = [
     id: "waiters-killed",
     fault:
       "SIGKILL 2 of 3 workers waiting for a key (registered in its waiter queue) shortly before its holder releases",
-    deployments: ["standalone", "ioredis", "sentinel", "cluster"],
+    deployments: ["standalone", "ioredis", "sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     workers: 4,
     // Well under a registration lifetime (how long a dead registration stands in line if nothing passes
@@ -185,7 +185,7 @@ export const waitingScenarios: ReadonlyArray<Scenario> = [
   {
     id: "subscribe-revoked",
     fault: `the workers' ACL user loses SUBSCRIBE/SSUBSCRIBE and its subscriber connections are killed, for ${subscribeRevokedMillis / 1000} s`,
-    deployments: ["standalone", "ioredis", "cluster"],
+    deployments: ["standalone", "ioredis", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     expectedErrorCodes: ["NOPERM"],
     deploymentOptions: { aclUser: true },

@@ -76,6 +76,16 @@ const backendLayer = (
       })
     case "cluster": {
       const map = connection.addressMap
+      if (connection.client === "ioredis") {
+        const nodes = connection.rootUrls.map((url) => {
+          const { hostname, port } = new URL(url)
+          return { host: hostname, port: Number(port) }
+        })
+        return IoredisBackend.layerCluster(nodes, {
+          redisOptions: credentials,
+          ...(map === undefined ? {} : { natMap: (address: string) => map[address] ?? null })
+        })
+      }
       return NodeRedisBackend.layerCluster({
         rootNodes: connection.rootUrls.map((url) => ({ url })),
         defaults: credentials,

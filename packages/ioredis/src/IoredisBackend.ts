@@ -10,9 +10,12 @@
  *   as they are), failures classified from ioredis's errors.
  * - Wake-ups: a release wakes the next waiter in another process through pub/sub, on one duplicate
  *   of the client that the lock owns, opened the first time a lock is waited for.
- * - Standalone servers only, for now: a client made with `sentinels`, or an ioredis `Cluster`, is
- *   refused with `InvalidArgument` (use the node-redis backend's `makeSentinel` / `makeCluster`,
- *   which check the master's role and its replicas' acknowledgement on every write).
+ * - Cluster: `makeCluster` (a cluster client of the lock's own) and `fromClient` given an ioredis
+ *   `Cluster` read the slot map from ioredis and send each operation to its key's master on a
+ *   connection of the lock's own pool, with the master's role checked and, when asked, its replicas'
+ *   acknowledgement (`WAIT`) on that connection; wake-ups use sharded pub/sub.
+ * - Sentinel is not supported over ioredis yet: a client made with `sentinels` is refused with
+ *   `InvalidArgument` (use the node-redis backend's `makeSentinel`).
  * - node-redis is not loaded (its package is a dependency for the shared protocol code only).
  *
  * @since 0.4.0
@@ -20,12 +23,15 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import type { Redis, RedisOptions } from "ioredis"
+import type { Cluster, ClusterNode, ClusterOptions as IoredisClusterOptions, Redis, RedisOptions } from "ioredis"
 import { LockBackend } from "@sage/lock"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
+import * as CommandCluster from "@sage/lock-node-redis/CommandCluster"
 import { classify } from "./internal/classify.ts"
+import { type ClusterClient, connectCluster, natResolver, shardedSubscriber, slotMap } from "./internal/cluster.ts"
 import { connect } from "./internal/connect.ts"
+import { dial } from "./internal/dial.ts"
 import { replaceable } from "./internal/replaceable.ts"
 import { duplicateSubscriber } from "./internal/subscriber.ts"
 
@@ -49,13 +55,38 @@ export interface Options extends Omit<RedisOptions, "lazyConnect" | "sentinels" 
 }
 
 /**
- * An ioredis client the application owns, connected to one server (not a `Cluster`, not through
- * sentinels). The lock sends its commands on it and duplicates it once for wake-ups.
+ * Options of `makeCluster`: ioredis's `ClusterOptions` (`redisOptions` for every node's auth and TLS,
+ * `natMap`, ...), and the lock's own.
+ *
+ * @category options
+ * @since 0.4.0
+ */
+export interface ClusterOptions extends Omit<IoredisClusterOptions, "lazyConnect"> {
+  /** Connections the lock opens to each master at most (an integer of at least 1; default 10). */
+  readonly maxConnections?: number | undefined
+  /** Whether waiters are woken by releases in other processes (default `true`); otherwise they poll. */
+  readonly wakeups?: boolean | undefined
+  /** How long the layer waits for the cluster's slot map (milliseconds; default 10 seconds). */
+  readonly connectTimeoutMillis?: number | undefined
+}
+
+/**
+ * An ioredis client the application owns, connected to one server (not through sentinels). The
+ * lock sends its commands on it and duplicates it once for wake-ups.
  *
  * @category models
  * @since 0.4.0
  */
 export type SharedClient = Pick<Redis, "call" | "duplicate" | "options">
+
+/**
+ * An ioredis `Cluster` the application owns. The lock reads its slot map, opens its own connections
+ * to the masters (with the cluster's `redisOptions`) and duplicates it once for wake-ups.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type SharedCluster = ClusterClient & Pick<Cluster, "isCluster">
 
 const invalid = (field: string, value: unknown, reason: string) =>
   new InvalidArgument({ field, value: describe(value), reason })
@@ -125,9 +156,13 @@ export const make = (
   })
 
 /**
- * The backend over an ioredis client the application owns: lock commands share its connection,
- * and the lock never closes it. Only the wake-up subscriber (a duplicate of it) is the lock's, and
- * closes with the scope.
+ * The backend over an ioredis client the application owns, which the lock never closes.
+ * - A `Redis`: lock commands share its connection; only the wake-up subscriber (a duplicate of it)
+ *   is the lock's, and closes with the scope.
+ * - A `Cluster`: the lock reads its slot map and sends each operation to the key's master on a
+ *   connection of its own (opened with the cluster's `redisOptions`), so a `WAIT` never blocks the
+ *   application's connections; wake-ups use a duplicate of it with sharded subscribers. Both close
+ *   with the scope.
  *
  * @example
  * ```ts
@@ -148,21 +183,21 @@ export const make = (
  * @since 0.4.0
  */
 export const fromClient = (
-  client: SharedClient,
-  options: { readonly wakeups?: boolean | undefined } = {}
+  client: SharedClient | SharedCluster,
+  options: SharedOptions = {}
 ): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
-    if (typeof client !== "object" || client === null || typeof client.call !== "function") {
-      return yield* invalid("client", client, "must be an ioredis client (new Redis(...))")
+    if (typeof client !== "object" || client === null) {
+      return yield* invalid("client", client, "must be an ioredis client (new Redis(...) or new Cluster(...))")
     }
     if ((client as { readonly isCluster?: unknown }).isCluster === true) {
-      return yield* invalid(
-        "client",
-        client,
-        "an ioredis Cluster is not supported yet: use NodeRedisBackend.makeCluster from @sage/lock-node-redis"
-      )
+      return yield* clusterBackend(client as SharedCluster, "ioredis cluster (shared client)", options)
     }
-    if (sentinelsOf(client.options) !== undefined && sentinelsOf(client.options) !== null) {
+    const redis = client as SharedClient
+    if (typeof redis.call !== "function") {
+      return yield* invalid("client", client, "must be an ioredis client (new Redis(...) or new Cluster(...))")
+    }
+    if (sentinelsOf(redis.options) !== undefined && sentinelsOf(redis.options) !== null) {
       return yield* invalid(
         "client",
         client,
@@ -173,11 +208,108 @@ export const fromClient = (
     if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
     return yield* CommandBackend.make({
       description: "ioredis (shared client)",
-      connections: [connectionOf(client)],
-      subscriber: wakeups ? yield* duplicateSubscriber(client) : undefined,
+      connections: [connectionOf(redis)],
+      subscriber: wakeups ? yield* duplicateSubscriber(redis) : undefined,
       classify
     })
   })
+
+/**
+ * Options of `fromClient`. `maxConnections` applies to a `Cluster` only (the connections the lock
+ * opens to each master, an integer of at least 1; default 10).
+ *
+ * @category options
+ * @since 0.4.0
+ */
+export interface SharedOptions {
+  readonly wakeups?: boolean | undefined
+  readonly maxConnections?: number | undefined
+}
+
+/** The Cluster backend over `cluster`'s slot map, with connections of its own to each master. */
+const clusterBackend = (
+  cluster: ClusterClient,
+  description: string,
+  options: { readonly wakeups?: boolean | undefined; readonly maxConnections?: number | undefined }
+): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+  Effect.gen(function* () {
+    if (!Array.isArray(cluster.slots) || typeof cluster.refreshSlotsCache !== "function") {
+      return yield* invalid("client", cluster, "must be an ioredis Cluster (new Cluster(...))")
+    }
+    const wakeups = options.wakeups ?? true
+    if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
+    const clusterOptions = cluster.options ?? {}
+    return yield* CommandCluster.make({
+      description,
+      slots: slotMap(cluster),
+      dial: dial((clusterOptions.redisOptions ?? {}) as RedisOptions),
+      resolve: natResolver(clusterOptions.natMap),
+      maxConnections: options.maxConnections,
+      subscriber: wakeups ? yield* shardedSubscriber(cluster) : undefined,
+      classify
+    })
+  })
+
+/**
+ * The backend on a Redis Cluster, over a cluster client of its own (`new Cluster(nodes, options)`)
+ * for the slot map, connections of its own to each master, and sharded pub/sub for wake-ups; all
+ * closed with the scope. Fails with `LockRedisError` when no slot map comes within
+ * `connectTimeoutMillis`.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Lock } from "@sage/lock"
+ * import { IoredisBackend } from "@sage/lock-ioredis"
+ *
+ * const LockLive = Lock.layer({ namespace: "billing" }).pipe(
+ *   Layer.provide(IoredisBackend.layerCluster([{ host: "10.0.0.1", port: 7000 }, { host: "10.0.0.2", port: 7000 }]))
+ * )
+ * const program = Lock.withLock("invoice-42", { waitTimeout: "5 seconds" })(Effect.log("one at a time")).pipe(
+ *   Effect.provide(LockLive)
+ * )
+ * ```
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const makeCluster = (
+  nodes: ReadonlyArray<ClusterNode>,
+  options: ClusterOptions = {}
+): Effect.Effect<LockBackend.Backend, InvalidArgument | LockRedisError, Scope.Scope> =>
+  Effect.gen(function* () {
+    if (!Array.isArray(nodes) || nodes.length === 0) {
+      return yield* invalid("nodes", nodes, "must be a non-empty array of cluster nodes")
+    }
+    if (typeof options !== "object" || options === null || Array.isArray(options)) {
+      return yield* invalid("options", options, "must be an options object")
+    }
+    const { connectTimeoutMillis = 10_000, maxConnections, wakeups, ...clusterOptions } = options
+    if (
+      typeof connectTimeoutMillis !== "number" ||
+      !(connectTimeoutMillis > 0) ||
+      !Number.isFinite(connectTimeoutMillis)
+    ) {
+      return yield* invalid("connectTimeoutMillis", connectTimeoutMillis, "must be a positive number of milliseconds")
+    }
+    if (maxConnections !== undefined && (!Number.isInteger(maxConnections) || maxConnections < 1)) {
+      return yield* invalid("maxConnections", maxConnections, "must be an integer of at least 1")
+    }
+    const cluster: Cluster = yield* connectCluster(nodes, clusterOptions, connectTimeoutMillis)
+    return yield* clusterBackend(cluster, "ioredis cluster", { wakeups, maxConnections })
+  })
+
+/**
+ * The `LockBackend` layer on a Redis Cluster, over connections of its own (see `makeCluster`).
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layerCluster = (
+  nodes: ReadonlyArray<ClusterNode>,
+  options?: ClusterOptions
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument | LockRedisError> =>
+  Layer.effect(LockBackend.LockBackend, makeCluster(nodes, options))
 
 /**
  * The `LockBackend` layer over connections of its own (see `make`).
@@ -209,7 +341,7 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, I
  * @since 0.4.0
  */
 export const layerFromClient = (
-  client: SharedClient,
-  options?: { readonly wakeups?: boolean | undefined }
+  client: SharedClient | SharedCluster,
+  options?: SharedOptions
 ): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
   Layer.effect(LockBackend.LockBackend, fromClient(client, options))

@@ -74,10 +74,19 @@ describe("IoredisBackend", () => {
         yield* invalidField(IoredisBackend.fromClient({} as unknown as IoredisBackend.SharedClient)),
         "client"
       )
+      // A Cluster is taken (IoredisCluster.test.ts); one with its slot map missing is not.
       const cluster = new Cluster([{ host: "127.0.0.1", port: 1 }], { lazyConnect: true })
       assert.strictEqual(
-        yield* invalidField(IoredisBackend.fromClient(cluster as unknown as IoredisBackend.SharedClient)),
+        yield* invalidField(IoredisBackend.fromClient(Object.assign(cluster, { slots: undefined as never }))),
         "client"
+      )
+      assert.strictEqual(
+        yield* invalidField(
+          IoredisBackend.fromClient(new Cluster([{ host: "127.0.0.1", port: 1 }], { lazyConnect: true }), {
+            wakeups: "no" as never
+          })
+        ),
+        "wakeups"
       )
       const viaSentinels = new Redis({ sentinels: [{ host: "127.0.0.1", port: 1 }], name: "m", lazyConnect: true })
       assert.strictEqual(yield* invalidField(IoredisBackend.fromClient(viaSentinels)), "client")

@@ -4,9 +4,9 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Redis } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { RedisServer, type ServerBinary } from "@sage/lock-testkit"
+import { ClusterTopology, RedisServer, type ServerBinary } from "@sage/lock-testkit"
 import * as ServerControl from "@sage/lock-testkit/contract/ServerControl"
 import * as IoredisBackend from "../src/IoredisBackend.ts"
 
@@ -49,5 +49,49 @@ export const sharedTarget = (flavor: ServerBinary.Flavor): Target =>
       return Context.make(LockBackend, backend).pipe(
         Context.add(ServerControl.ServerControl, ServerControl.ofServer(server))
       )
+    })
+  )
+
+/**
+ * Three masters with one replica each, and the Cluster backend on them over a cluster client of its
+ * own. The node timeout is long enough that the servers the contract suite pauses stay masters.
+ */
+export const clusterTarget = (flavor: ServerBinary.Flavor, options: IoredisBackend.ClusterOptions = {}): Target =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
+      const backend = yield* IoredisBackend.makeCluster(topology.rootNodes, options)
+      const control = ServerControl.via(`${flavor} cluster`, (key) => Effect.orDie(topology.masterFor(key)))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
+    })
+  )
+
+/** An ioredis `Cluster` on `nodes` that the test owns, connected, and closed (then dropped) with the scope. */
+export const ownedCluster = (nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const cluster = new Cluster([...nodes], { lazyConnect: true })
+      cluster.on("error", () => {})
+      await cluster.connect()
+      return cluster
+    }),
+    (cluster) =>
+      Effect.promise(() => cluster.quit().catch(() => undefined)).pipe(
+        Effect.timeoutOption(1_000),
+        Effect.ensuring(Effect.sync(() => cluster.disconnect()))
+      )
+  )
+
+/** A Cluster as `clusterTarget`, and the backend over an ioredis `Cluster` the test owns. */
+export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Target =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor, nodeTimeoutMillis: 8_000 })
+      const cluster = yield* ownedCluster(topology.rootNodes)
+      const backend = yield* IoredisBackend.fromClient(cluster)
+      const control = ServerControl.via(`${flavor} cluster (shared client)`, (key) =>
+        Effect.orDie(topology.masterFor(key))
+      )
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
     })
   )

@@ -30,6 +30,15 @@ export * as EffectRedisBackend from "./EffectRedisBackend.ts"
 export * as CommandBackend from "./CommandBackend.ts"
 
 /**
+ * The Cluster backend over any client that keeps a slot map and can open a connection to a node
+ * (what `@sage/lock-ioredis`'s Cluster backend is built on). Import it from
+ * `@sage/lock-node-redis/CommandCluster` to leave node-redis unloaded.
+ *
+ * @since 0.4.0
+ */
+export * as CommandCluster from "./CommandCluster.ts"
+
+/**
  * Writes to Redis data that a stale lock holder cannot overwrite, checked by fencing token.
  *
  * @since 0.2.0

@@ -3,39 +3,20 @@
 // acknowledgement does on a cluster without replicas.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Net from "node:net"
 import { clientOn } from "./support.ts"
-import { ClusterTopology, ServerBinary } from "@sage/lock-testkit"
+import { ClusterTopology, Faults, ServerBinary } from "@sage/lock-testkit"
+import * as ReplicaAcknowledgement from "@sage/lock-testkit/contract/ReplicaAcknowledgement"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 
 const [flavor] = ServerBinary.flavorsUnderTest()
 
 describe(`cluster on ${flavor}`, () => {
   it.live("WAIT asks for every replica of the shard: one of two stalled means unacknowledged", () =>
-    Effect.gen(function* () {
-      // The node timeout is long so the stalled replica stays in the cluster's view.
-      const topology = yield* ClusterTopology.start({ flavor: flavor!, replicasPerMaster: 2, nodeTimeoutMillis: 8_000 })
-      const backend = yield* NodeRedisBackend.makeCluster({
+    ReplicaAcknowledgement.everyReplicaCounts(flavor!, (topology) =>
+      NodeRedisBackend.makeCluster({
         rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
       })
-      const lock = yield* clientOn(backend)
-      assert.strictEqual(yield* Effect.succeed("both").pipe(lock.withLock("k", { waitTimeout: "2 seconds" })), "both")
-      const shard = yield* topology.shardForSlot(ClusterTopology.keySlot(`${lock.namespace}:{k}`))
-      assert.strictEqual(shard.replicas.length, 2)
-      const [stalled] = shard.replicas
-      yield* stalled!.pause
-      yield* Effect.addFinalizer(() => Effect.ignore(stalled!.resume))
-      let ran = false
-      const error = yield* Effect.sync(() => (ran = true)).pipe(
-        lock.withLock("k", { waitTimeout: "800 millis" }),
-        Effect.flip
-      )
-      assert.isFalse(ran, "one acknowledgement of two is not enough")
-      assert.strictEqual(error._tag, "TimedOut")
-      if (error._tag === "TimedOut") assert.strictEqual(error.reason, "unacknowledged")
-      const unacked = yield* clientOn(backend, { replicaAcknowledgement: false })
-      assert.strictEqual(yield* Effect.succeed(1).pipe(unacked.withLock("k", { waitTimeout: "2 seconds" })), 1)
-    })
+    )
   )
 
   it.live("with acknowledgement on, a deployment without replicas fails at once with NO_REPLICAS", () =>
@@ -102,17 +83,7 @@ describe(`cluster on ${flavor}`, () => {
     Effect.gen(function* () {
       // A TCP server that takes every connection and says nothing, like a stalled process behind a
       // live socket: node-redis's own connect timeout (5 s) must not be what ends the wait.
-      const silent = yield* Effect.acquireRelease(
-        Effect.promise(
-          () =>
-            new Promise<Net.Server>((resolve) => {
-              const server = Net.createServer(() => {})
-              server.listen(0, "127.0.0.1", () => resolve(server))
-            })
-        ),
-        (server) => Effect.sync(() => server.close())
-      )
-      const { port } = silent.address() as Net.AddressInfo
+      const port = yield* Faults.silentPeer
       const start = Date.now()
       const error = yield* Effect.scoped(
         NodeRedisBackend.makeCluster({

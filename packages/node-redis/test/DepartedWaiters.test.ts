@@ -9,7 +9,7 @@ import { LockScripts } from "@sage/lock"
 import { Faults, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-import { clientOver, lockKeyOf, namespace } from "./wakeup.ts"
+import { clientOver, lockKeyOf, namespace } from "@sage/lock-testkit/contract/Handoff"
 
 /** The waiter ids registered for `key`, oldest first. */
 const waiterIds = (server: RedisServer.RedisServer, key: string) =>

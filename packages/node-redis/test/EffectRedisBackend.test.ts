@@ -18,7 +18,7 @@ import { ServerControl } from "@sage/lock-testkit/contract/ServerControl"
 import { RedisServer } from "@sage/lock-testkit"
 import * as EffectRedisBackend from "../src/EffectRedisBackend.ts"
 import { controlFor } from "./targets.ts"
-import { clientOver, handoff, wokenWithinMillis } from "./wakeup.ts"
+import { clientOver, handoff, wokenWithinMillis } from "@sage/lock-testkit/contract/Handoff"
 
 const target = (options: EffectRedisBackend.Options): Layer.Layer<LockBackend | ServerControl, unknown> =>
   Layer.effectContext(

@@ -11,7 +11,7 @@ import { type AcquireReply, type Backend, LockBackend } from "@sage/lock/LockBac
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-import { clientOver, lockKeyOf, waitersRegistered as registeredVia } from "./wakeup.ts"
+import { clientOver, lockKeyOf, waitersRegistered as registeredVia } from "@sage/lock-testkit/contract/Handoff"
 
 const waitersRegistered = (server: RedisServer.RedisServer, key: string, n: number) =>
   registeredVia(() => Effect.succeed(server), key, n)

@@ -6,7 +6,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Net from "node:net"
+import { Faults } from "@sage/lock-testkit"
 import { Lock } from "@sage/lock"
 import type { LockBackend } from "@sage/lock/LockBackend"
 import { createClient } from "redis"
@@ -112,14 +112,7 @@ describe("NodeRedisBackend options", () => {
   it.live("a bad lock option is reported at once while the server does not answer, on every layer", () =>
     Effect.gen(function* () {
       // Accepts connections and never answers: a connect waits for its whole timeout.
-      const silent = yield* Effect.acquireRelease(
-        Effect.callback<Net.Server>((resume) => {
-          const server = Net.createServer(() => {})
-          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-        }),
-        (server) => Effect.callback<void>((resume) => void server.close(() => resume(Effect.void)))
-      )
-      const port = (silent.address() as Net.AddressInfo).port
+      const port = yield* Faults.silentPeer
       const connectTimeoutMillis = 10_000
       const backends: ReadonlyArray<readonly [string, Layer.Layer<LockBackend, unknown>]> = [
         ["standalone", NodeRedisBackend.layer({ url: `redis://127.0.0.1:${port}`, connectTimeoutMillis })],

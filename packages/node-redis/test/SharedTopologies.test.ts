@@ -16,7 +16,7 @@ import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
 import { connectCluster } from "./clients.ts"
 import { clientOn, holding } from "./support.ts"
 import { sharedClusterTarget, sharedSentinelTarget } from "./targets.ts"
-import { clientOver, handoff, wokenWithinMillis } from "./wakeup.ts"
+import { clientOver, handoff, wokenWithinMillis } from "@sage/lock-testkit/contract/Handoff"
 
 LockContract.suite("redis7 sentinel over a shared client (node-redis)", sharedSentinelTarget("redis7"))
 LockContract.suite("redis7 cluster over a shared client (node-redis)", sharedClusterTarget("redis7"))

@@ -21,7 +21,7 @@ import {
   show,
   waitersRegistered as registeredVia,
   wokenWithinMillis
-} from "./wakeup.ts"
+} from "@sage/lock-testkit/contract/Handoff"
 
 const handoff = (
   server: RedisServer.RedisServer,

@@ -7,7 +7,15 @@ import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ClusterTopology, FaultProxy, SentinelTopology, ServerBinary } from "@sage/lock-testkit"
 import * as NodeRedisBackend from "../src/NodeRedisBackend.ts"
-import { clientOver, handoff, handoffsUntilWoken, median, namespace, show, wokenWithinMillis } from "./wakeup.ts"
+import {
+  clientOver,
+  handoff,
+  handoffsUntilWoken,
+  median,
+  namespace,
+  show,
+  wokenWithinMillis
+} from "@sage/lock-testkit/contract/Handoff"
 
 /** Handoffs between two clients, alternating who holds: their median in ms, and all of them. */
 const handoffs = (

@@ -8,6 +8,7 @@ import * as Result from "effect/Result"
 import type { AcquireReply, LeaseRequest } from "@sage/lock/LockBackend"
 import type { LockRedisError } from "@sage/lock/LockError"
 import { Replicated, ServerBinary } from "@sage/lock-testkit"
+import { nodeRedisDialer } from "../src/internal/pool/nodeRedisDialer.ts"
 import * as Pool from "../src/internal/pool/pool.ts"
 import { makeBackend } from "../src/internal/replicated/backend.ts"
 import type { Topology } from "../src/internal/replicated/topology.ts"
@@ -19,7 +20,7 @@ const onMasterWithReplica = (maxConnections: number) =>
   Effect.gen(function* () {
     const nodes = yield* Replicated.start({ flavor: flavor!, replicas: 1 })
     const address = `127.0.0.1:${nodes.master.port}`
-    const pool = yield* Pool.make({ maxConnections, clientOptions: {} })
+    const pool = yield* Pool.make({ maxConnections, dialer: nodeRedisDialer({}) })
     const topology: Topology = {
       description: "a master with one replica",
       route: () => Result.succeed({ address, replicas: 1 }),

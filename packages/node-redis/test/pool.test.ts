@@ -10,6 +10,7 @@ import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { laneOf } from "../src/internal/connection/lane.ts"
+import { nodeRedisDialer } from "../src/internal/pool/nodeRedisDialer.ts"
 import * as Pool from "../src/internal/pool/pool.ts"
 import { makeBackend } from "../src/internal/replicated/backend.ts"
 import type { Topology } from "../src/internal/replicated/topology.ts"
@@ -30,7 +31,7 @@ const onOneNodeWith = (sharedLanes: number, maxConnections = 1, idleCloseMillis?
   Effect.gen(function* () {
     const server = yield* RedisServer.start({ flavor: flavor! })
     const address = `127.0.0.1:${server.port}`
-    const pool = yield* Pool.make({ maxConnections, clientOptions: {}, sharedLanes, idleCloseMillis })
+    const pool = yield* Pool.make({ maxConnections, dialer: nodeRedisDialer({}), sharedLanes, idleCloseMillis })
     /** Holds one connection (the only one, in a pool of one) until interrupted or the scope closes. */
     const hog = Effect.forkScoped(pool.use(address, 1_000, () => Effect.never))
     return { server, address, pool, backend: yield* makeBackend(oneNode(address), pool), hog }
@@ -143,7 +144,7 @@ describe(`dedicated pool and shared connections on ${flavor}`, () => {
       const server = yield* RedisServer.start({ flavor: flavor! })
       const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
       const address = `127.0.0.1:${proxy.port}`
-      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+      const pool = yield* Pool.make({ maxConnections: 2, dialer: nodeRedisDialer({}) })
       const backend = yield* makeBackend(oneNode(address), pool)
       const release = (token: string) =>
         backend.release({ key: "quiet:{k}", token, leaseMillis: 5_000, timeoutMillis: 1_000, acknowledge: false })

@@ -11,6 +11,7 @@ import { TestClock } from "effect/testing"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { LockRedisError } from "@sage/lock/LockError"
+import { classify } from "../src/internal/connection/classify.ts"
 import type { Pool } from "../src/internal/pool/pool.ts"
 import { makeBackend } from "../src/internal/replicated/backend.ts"
 import type { Route, Topology } from "../src/internal/replicated/topology.ts"
@@ -102,7 +103,12 @@ const scripted = (options: {
         })
       )
     )
-  const pool: Pool = { openConnections: () => 1, use, shared: (address, _key, timeout, f) => use(address, timeout, f) }
+  const pool: Pool = {
+    openConnections: () => 1,
+    use,
+    shared: (address, _key, timeout, f) => use(address, timeout, f),
+    classify
+  }
   const topology: Topology = {
     description: "scripted",
     route: () =>

@@ -8,6 +8,7 @@ import * as Result from "effect/Result"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { nodeRedisDialer } from "../src/internal/pool/nodeRedisDialer.ts"
 import * as Pool from "../src/internal/pool/pool.ts"
 import { makeBackend } from "../src/internal/replicated/backend.ts"
 import type { Topology } from "../src/internal/replicated/topology.ts"
@@ -31,7 +32,7 @@ const overTwoNodes = (
       refresh: () => Effect.void,
       ...noWakeups
     }
-    const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} })
+    const pool = yield* Pool.make({ maxConnections: 2, dialer: nodeRedisDialer({}) })
     return { old, current, currentAddress, backend: yield* makeBackend(topology, pool) }
   })
 

@@ -8,6 +8,7 @@ import * as Scope from "effect/Scope"
 import { ClusterTopology, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { createClient } from "redis"
 import * as Cluster from "../src/internal/replicated/cluster/cluster.ts"
+import { nodeRedisDialer } from "../src/internal/pool/nodeRedisDialer.ts"
 import * as Pool from "../src/internal/pool/pool.ts"
 import * as Standalone from "../src/internal/standalone/connect.ts"
 import { attemptGraceMillis, destroyForGood } from "../src/internal/connection/teardown.ts"
@@ -102,7 +103,7 @@ describe(`closing node-redis clients on ${flavor}`, () => {
       const address = `127.0.0.1:${server.port}`
       const before = yield* serverConnections(server)
       const scope = yield* Scope.make()
-      const pool = yield* Pool.make({ maxConnections: 2, clientOptions: {} }).pipe(Scope.provide(scope))
+      const pool = yield* Pool.make({ maxConnections: 2, dialer: nodeRedisDialer({}) }).pipe(Scope.provide(scope))
       // The first use starts connecting at once; the pool's scope closes before the socket connects.
       yield* Effect.forkDetach(
         pool.use(address, 2_000, (connection) => connection.send(["PING"], 1_000)),

@@ -109,6 +109,31 @@ export const connectionLimit = (server: RedisServer, millis: number): Effect.Eff
   )
 
 /**
+ * A peer that accepts every TCP connection on loopback and never answers, like a stalled process
+ * behind a live socket: what bounds a client's connect is then its own timeout. Closed with the
+ * scope; answers its port.
+ */
+export const silentPeer: Effect.Effect<number, never, Scope.Scope> = Effect.map(
+  Effect.acquireRelease(
+    Effect.callback<{ readonly server: Net.Server; readonly sockets: Set<Net.Socket> }>((resume) => {
+      const sockets = new Set<Net.Socket>()
+      const server = Net.createServer((socket) => {
+        sockets.add(socket)
+        socket.on("close", () => sockets.delete(socket))
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ server, sockets })))
+    }),
+    // A client may still hold its connection open: the close would wait for it.
+    ({ server, sockets }) =>
+      Effect.callback<void>((resume) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resume(Effect.void))
+      })
+  ),
+  ({ server }) => (server.address() as Net.AddressInfo).port
+)
+
+/**
  * A LOADING window (scenario S11b): fills the server with `keys` filler keys, slows loading to
  * `key-load-delay` µs per key, and sends `DEBUG RELOAD` on a connection of its own; while it
  * reloads, every other client gets `LOADING ...`. Waits for the reload to end, then removes the

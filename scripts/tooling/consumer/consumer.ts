@@ -9,7 +9,7 @@ import * as LockModule from "@sage/lock/Lock"
 import { FencedWrite, NodeRedisBackend } from "@sage/lock-node-redis"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import { IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
-import { Redis } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 
 const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.LockRedisError> = Lock.layer({
   leaseDuration: "10 seconds",
@@ -84,8 +84,8 @@ export const viaPromises = async (): Promise<number> => {
   return token + (leader?.term ?? 0)
 }
 
-// ioredis: a backend of its own connections, one over the application's client, and any other client
-// through CommandBackend.
+// ioredis: a backend of its own connections, one over the application's client (a Redis or a
+// Cluster), and any other client through CommandBackend.
 const OverIoredis: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
   IoredisBackend.layer({ host: "127.0.0.1", port: 6379, connections: 2 })
 const application = new Redis("redis://127.0.0.1:6379")
@@ -96,9 +96,24 @@ const OverAnyClient: Layer.Layer<LockBackend, LockError.InvalidArgument> = Layer
   LockBackendTag.LockBackend,
   CommandBackend.make({ description: "any client", connections: [anyClient] })
 )
+const OverIoredisCluster: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
+  IoredisBackend.layerCluster([{ host: "127.0.0.1", port: 7000 }], {
+    maxConnections: 4,
+    redisOptions: { password: "pw" }
+  })
+const OverApplicationCluster: Layer.Layer<LockBackend, LockError.InvalidArgument> = IoredisBackend.layerFromClient(
+  new Cluster([{ host: "127.0.0.1", port: 7000 }], { lazyConnect: true })
+)
 const ioLocks: PromiseClient.PromiseClient = PromiseClient.make(OverIoredis)
 const fencedOverIoredis: Effect.Effect<
   IoredisFencedWrite.SetResult,
   LockError.LockRedisError | LockError.InvalidArgument
 > = IoredisFencedWrite.set(application, { key: "{job}:state", value: "done", fencingToken: 42 })
-export const overIoredis = [OverApplicationClient, OverAnyClient, ioLocks, fencedOverIoredis] as const
+export const overIoredis = [
+  OverApplicationClient,
+  OverIoredisCluster,
+  OverApplicationCluster,
+  OverAnyClient,
+  ioLocks,
+  fencedOverIoredis
+] as const

@@ -19,6 +19,17 @@ export class Replaced extends Error {
   }
 }
 
+/**
+ * What a command gets that was waiting on a connection of the Cluster backend's pool when its socket
+ * closed (a failover, a node restarting): the pool never reconnects one, so ioredis reads it as a
+ * client closed for good. The command may have reached the server; a retry takes another connection.
+ */
+export class Dropped extends Error {
+  constructor(cause: unknown) {
+    super("the connection closed before the reply came", { cause })
+  }
+}
+
 const failure = (
   command: string,
   fields: Pick<LockRedisError, "kind" | "code" | "reply" | "retryable" | "mayHaveExecuted">,
@@ -28,7 +39,7 @@ const failure = (
 /** Turns anything ioredis rejected a command with into a classified `LockRedisError`. */
 export const classify = (command: string, error: unknown): LockRedisError => {
   if (!(error instanceof Error)) return otherFailure(command, error)
-  if (error instanceof Replaced) {
+  if (error instanceof Replaced || error instanceof Dropped) {
     return failure(
       command,
       { kind: "connection", code: "DISCONNECTED", reply: error.message, retryable: true, mayHaveExecuted: true },

@@ -1,9 +1,15 @@
 // Closing a client the lock opened: `QUIT` (its queued commands go out first) within a second, then
 // the socket is dropped whatever happened, so nothing keeps the process alive.
 import * as Effect from "effect/Effect"
-import type { Redis } from "ioredis"
 
-export const close = (client: Pick<Redis, "quit" | "disconnect" | "status">): Effect.Effect<void> =>
+/** A `Redis` or a `Cluster`. */
+export interface Closable {
+  readonly status: string
+  quit(): Promise<unknown>
+  disconnect(): void
+}
+
+export const close = (client: Closable): Effect.Effect<void> =>
   client.status === "end"
     ? Effect.void
     : Effect.promise(() => client.quit().catch(() => undefined)).pipe(

@@ -45,23 +45,36 @@ export const connect = (
       reported = false
     })
     yield* Effect.addFinalizer(() => close(client))
-    return yield* Effect.tryPromise({
-      try: () => client.connect(),
-      catch: (error) => classify("connect", connectError ?? error)
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: connectTimeoutMillis,
-        orElse: () =>
-          Effect.fail(
-            classify(
-              "connect",
-              Object.assign(new Error(`could not connect within ${connectTimeoutMillis} ms`), {
-                code: "ETIMEDOUT"
-              })
-            )
-          )
-      }),
-      Effect.tapError(() => Effect.sync(() => client.disconnect())),
-      Effect.as(client)
-    )
+    return yield* connectWithin(client, () => connectError, connectTimeoutMillis, "could not connect")
   })
+
+/**
+ * Connects a client of the lock's own within `connectTimeoutMillis`: a failure is classified from the
+ * socket's own error (`lastError`) when there is one, since ioredis rejects a failed connect with
+ * "Connection is closed."; on any failure the client is disconnected.
+ */
+export const connectWithin = <C extends { connect(): Promise<unknown>; disconnect(): void }>(
+  client: C,
+  lastError: () => unknown,
+  connectTimeoutMillis: number,
+  what: string
+): Effect.Effect<C, LockRedisError> =>
+  Effect.tryPromise({
+    try: () => client.connect(),
+    catch: (error) => classify("connect", lastError() ?? error)
+  }).pipe(
+    Effect.timeoutOrElse({
+      duration: connectTimeoutMillis,
+      orElse: () =>
+        Effect.fail(
+          classify(
+            "connect",
+            Object.assign(new Error(`${what} within ${connectTimeoutMillis} ms`, { cause: lastError() }), {
+              code: "ETIMEDOUT"
+            })
+          )
+        )
+    }),
+    Effect.tapError(() => Effect.sync(() => client.disconnect())),
+    Effect.as(client)
+  )

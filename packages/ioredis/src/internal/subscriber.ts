@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Redis } from "ioredis"
 import type { Subscriber } from "@sage/lock-node-redis/CommandBackend"
+import { channels } from "./channels.ts"
 import { close } from "./close.ts"
 
 /** What the subscriber needs of the client it duplicates. */
@@ -22,7 +23,10 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
       // Without a listener ioredis prints every connection error; the waiters' polls cover an outage.
       duplicate.on("error", () => {})
       opened.push(duplicate)
-      const listeners = new Map<string, Set<(message: string) => void>>()
+      const { deliver, subscribed, subscriber } = channels({
+        subscribe: (channel) => duplicate.subscribe(channel),
+        unsubscribe: (channel) => duplicate.unsubscribe(channel)
+      })
       // After a reconnect, the channels in use are subscribed again; a refusal leaves their waiters
       // polling (wake-ups are a shortcut), and a later wait on a dropped channel subscribes it anew.
       let connectedOnce = false
@@ -31,30 +35,13 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
           connectedOnce = true
           return
         }
-        for (const channel of listeners.keys()) duplicate.subscribe(channel).catch(() => undefined)
+        for (const channel of subscribed()) duplicate.subscribe(channel).catch(() => undefined)
       })
-      duplicate.on("message", (channel: string, message: string) => {
-        const forChannel = listeners.get(channel)
-        if (forChannel !== undefined) for (const listener of forChannel) listener(message)
-      })
+      duplicate.on("message", deliver)
       await duplicate.connect().catch((error: unknown) => {
         duplicate.disconnect()
         throw error
       })
-      return {
-        subscribe: async (channel, listener) => {
-          const forChannel = listeners.get(channel) ?? new Set()
-          forChannel.add(listener)
-          listeners.set(channel, forChannel)
-          await duplicate.subscribe(channel)
-        },
-        unsubscribe: async (channel, listener) => {
-          const forChannel = listeners.get(channel)
-          forChannel?.delete(listener)
-          if (forChannel !== undefined && forChannel.size > 0) return
-          listeners.delete(channel)
-          await duplicate.unsubscribe(channel)
-        }
-      }
+      return subscriber
     }
   })

@@ -2,9 +2,7 @@
 // one is dropped and replaced), and used through a `Connection` made once per client.
 import * as Effect from "effect/Effect"
 import { LockRedisError } from "@sage/lock/LockError"
-import type { RedisClientOptions } from "redis"
 import * as Address from "../connection/address.ts"
-import { classify } from "../connection/classify.ts"
 import { type Connection, toConnection } from "./connection.ts"
 import { type Client, discard, type PoolState } from "./state.ts"
 
@@ -31,20 +29,13 @@ export const connect = (
         })
       )
     }
-    const { options } = state
-    const { host, port } = options.resolve?.(address) ?? Address.fromNodeName(address)
-    const client: Client = state.clients({
-      ...options.clientOptions,
-      // A dedicated connection is never reconnected: a broken one is dropped and replaced.
-      socket: { ...options.clientOptions.socket, host, port, reconnectStrategy: false },
-      disableOfflineQueue: true
-    } as RedisClientOptions)
-    client.on("error", () => {})
+    const { dialer, options } = state
+    const client: Client = dialer.open(options.resolve?.(address) ?? Address.fromNodeName(address))
     state.open.add(client)
     created?.(client)
     return Effect.tryPromise({
       try: () => client.connect(),
-      catch: (error) => classify(`connect ${address}`, error)
+      catch: (error) => dialer.classify(`connect ${address}`, error)
     }).pipe(
       Effect.timeoutOrElse({
         duration: Math.max(1, timeoutMillis),
@@ -71,7 +62,13 @@ export const connect = (
 export const pooledConnection = (state: PoolState, address: string, client: Client): Connection => {
   let connection = state.pooled.get(client)
   if (connection === undefined) {
-    connection = toConnection(address, client, () => state.unanswered.add(client), state.isClosed)
+    connection = toConnection(
+      address,
+      client,
+      () => state.unanswered.add(client),
+      state.isClosed,
+      state.dialer.classify
+    )
     state.pooled.set(client, connection)
   }
   return connection

@@ -3,8 +3,9 @@
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import { LockRedisError } from "@sage/lock/LockError"
-import type { createClient } from "redis"
-import { type CommandClient, sendAllWithin, sendWithin } from "../connection/commands.ts"
+import type { Classify } from "../connection/failures.ts"
+import { type CommandClient, sendAllWithin, sendWithin } from "../connection/sending.ts"
+import type { PoolClient } from "./dialer.ts"
 
 /** One connection, held for the duration of a `use` call. */
 export interface Connection {
@@ -18,8 +19,6 @@ export interface Connection {
     timeoutMillis: number
   ) => Effect.Effect<Array<Result.Result<unknown, LockRedisError>>>
 }
-
-type Client = ReturnType<typeof createClient>
 
 /**
  * The failure of a command on a pooled connection whose socket dropped since it was handed out (a
@@ -39,14 +38,15 @@ const dropped = (address: string, command: string): LockRedisError =>
 
 /**
  * A `Connection` over a pooled client: `onNoReply` is told of a command that got no reply in time,
- * and `poolClosed` says whether a client that is no longer open was closed with the pool (`CLOSED`,
- * as it should be) rather than dropped.
+ * `poolClosed` says whether a client that is no longer open was closed with the pool (`CLOSED`, as
+ * it should be) rather than dropped, and `classify` reads the client's failures.
  */
 export const toConnection = (
   address: string,
-  client: Pick<Client, "isOpen" | "sendCommand">,
+  client: Pick<PoolClient, "isOpen" | "sendCommand">,
   onNoReply: () => void,
-  poolClosed: () => boolean
+  poolClosed: () => boolean,
+  classify: Classify
 ): Connection => {
   const commands: CommandClient = { sendCommand: (args, options) => client.sendCommand(args, options), onNoReply }
   const usable = () => client.isOpen || poolClosed()
@@ -54,11 +54,11 @@ export const toConnection = (
     address,
     send: (args, timeoutMillis) =>
       usable()
-        ? sendWithin(commands, args as Array<string>, timeoutMillis)
+        ? sendWithin(commands, args as Array<string>, timeoutMillis, classify)
         : Effect.fail(dropped(address, args[0] ?? "command")),
     sendAll: (batch, timeoutMillis) =>
       usable()
-        ? sendAllWithin(commands, batch, timeoutMillis)
+        ? sendAllWithin(commands, batch, timeoutMillis, classify)
         : Effect.succeed(batch.map((args) => Result.fail(dropped(address, args[0] ?? "command"))))
   }
 }

@@ -15,6 +15,7 @@
 // (sharedLanes.ts), and the idle sweep (sweep.ts).
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import type { Classify } from "../connection/failures.ts"
 import { dedicated, type Use } from "./dedicated.ts"
 import { type Shared, sharedLanes } from "./sharedLanes.ts"
 import { makeState, type Options } from "./state.ts"
@@ -39,17 +40,19 @@ export interface Pool {
   readonly shared: Shared
   /** Connections currently open, per address (for tests and metrics). */
   readonly openConnections: () => number
+  /**
+   * How failures of the client library the pool's dialer uses read; a backend's other connections
+   * (its topology's, its subscriber) are of the same library.
+   */
+  readonly classify: Classify
 }
 
-/**
- * A pool bounded per node. `clientOptions` are the user's node-redis options (auth, TLS, ...); the
- * socket's host and port are replaced by the node's.
- */
+/** A pool bounded per node, its connections opened by `options.dialer`. */
 export const make = (options: Options): Effect.Effect<Pool, never, Scope.Scope> =>
   Effect.gen(function* () {
     const state = yield* makeState(options)
     const use = dedicated(state)
     const shared = yield* sharedLanes(state, use)
     yield* Effect.forkScoped(idleSweeps(state))
-    return { use, shared, openConnections: () => state.open.size } satisfies Pool
+    return { use, shared, openConnections: () => state.open.size, classify: options.dialer.classify } satisfies Pool
   })

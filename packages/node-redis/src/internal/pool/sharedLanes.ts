@@ -94,7 +94,7 @@ const openLanes = (
             )
           }
         )
-        fresh.connection = toConnection(address, client, onNoReply, state.isClosed)
+        fresh.connection = toConnection(address, client, onNoReply, state.isClosed, state.dialer.classify)
       }).pipe(
         Effect.ignore,
         Effect.ensuring(

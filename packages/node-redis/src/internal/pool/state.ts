@@ -4,21 +4,17 @@
 import type * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { createClient, RedisClientOptions } from "redis"
 import type * as Address from "../connection/address.ts"
-import { makeClients } from "../connection/clientClass.ts"
-import { destroyForGood } from "../connection/teardown.ts"
 import type { Connection } from "./connection.ts"
+import type { Dialer, PoolClient } from "./dialer.ts"
 
-export type Client = ReturnType<typeof createClient>
+export type Client = PoolClient
 
-/**
- * The pool's settings (`make`'s options). `clientOptions` are the user's node-redis options (auth,
- * TLS, ...); the socket's host and port are replaced by the node's.
- */
+/** The pool's settings (`make`'s options). */
 export interface Options {
   readonly maxConnections: number
-  readonly clientOptions: RedisClientOptions
+  /** Opens the connections (node-redis's: `nodeRedisDialer`). */
+  readonly dialer: Dialer
   /**
    * Where to connect for a node the topology names (e.g. a Cluster's `nodeAddressMap`: nodes behind
    * NAT or a proxy announce addresses the client cannot reach); undefined keeps the named address.
@@ -79,7 +75,7 @@ export interface PoolState {
   readonly nodes: Map<string, NodePool>
   /** Every connection the pool opened and has not discarded yet. */
   readonly open: Set<Client>
-  readonly clients: (options: RedisClientOptions) => Client
+  readonly dialer: Dialer
   /** Idle sweeps so far: what a connection's last use is stamped with. */
   sweeps: number
   /**
@@ -110,7 +106,7 @@ export const makeState = (options: Options): Effect.Effect<PoolState, never, Sco
       options,
       nodes: new Map(),
       open: new Set(),
-      clients: makeClients(options.clientOptions),
+      dialer: options.dialer,
       sweeps: 0,
       closed: false,
       isClosed: () => state.closed,
@@ -121,7 +117,7 @@ export const makeState = (options: Options): Effect.Effect<PoolState, never, Sco
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         state.closed = true
-        for (const client of state.open) destroyForGood(client)
+        for (const client of state.open) state.dialer.destroy(client)
         state.open.clear()
       })
     )
@@ -139,5 +135,5 @@ export const nodePool = (state: PoolState, address: string): NodePool => {
 
 export const discard = (state: PoolState, client: Client): void => {
   state.open.delete(client)
-  destroyForGood(client)
+  state.dialer.destroy(client)
 }

@@ -17,8 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Backend, LeaseRequest, Wakeups } from "@sage/lock/LockBackend"
 import type * as Scope from "effect/Scope"
-import { classify } from "../connection/classify.ts"
-import { runScript } from "../connection/commands.ts"
+import { runScript } from "../connection/sending.ts"
 import type { Pool } from "../pool/pool.ts"
 import { readAcquire, releasedReply, replicatedFailure as failure } from "../replies.ts"
 import * as Elections from "../election/elections.ts"
@@ -76,25 +75,30 @@ export const makeBackend = (
     options.groupCommit === true ? GroupCommit.make(pool) : Effect.succeed(undefined)
   return Effect.flatMap(grouping, (groups) => {
     const known: Known = { replicaCounts: new Map<string, number>(), busy: busyKeys(), groups }
+    const leave: Wakeups["leave"] = (key, waiterId, timeoutMillis, permits) =>
+      Effect.ignore(
+        guardedWrite(
+          topology,
+          pool,
+          known,
+          { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false, permits },
+          Scripts.leaveScript(permits),
+          Scripts.leaveCall(key, waiterId, topology.publish, permits),
+          () => Result.succeed([undefined, "no-write"] as const),
+          () => Effect.void
+        )
+      )
+    // Without a subscriber, waiters poll and withdraw through the backend's own `leave`.
+    if (topology.subscriber === undefined) {
+      return Effect.succeed({ ...backendOver(topology, pool, known, strays, undefined), leave })
+    }
     return Effect.map(
       makeWakeups({
         subscriber: topology.subscriber,
-        classify,
+        classify: pool.classify,
         // On a client the application keeps, the lock's channels are dropped when its layer closes.
         unsubscribeOnClose: options.sharedSubscriber,
-        leave: (key, waiterId, timeoutMillis, permits) =>
-          Effect.ignore(
-            guardedWrite(
-              topology,
-              pool,
-              known,
-              { key, token: "", leaseMillis: 0, timeoutMillis, acknowledge: false, permits },
-              Scripts.leaveScript(permits),
-              Scripts.leaveCall(key, waiterId, topology.publish, permits),
-              () => Result.succeed([undefined, "no-write"] as const),
-              () => Effect.void
-            )
-          )
+        leave
       }),
       (wakeups) => backendOver(topology, pool, known, strays, wakeups)
     )
@@ -106,7 +110,7 @@ const backendOver = (
   pool: Pool,
   known: Known,
   strays: StrayWrites.StrayWrites,
-  wakeups: Wakeups
+  wakeups: Wakeups | undefined
 ): Backend => {
   const backend: Backend = {
     description: topology.description,
@@ -181,7 +185,7 @@ const backendOver = (
       ),
     renewAll: (requests) => renewAll(topology, pool, requests, (request) => backend.renew(request), strays),
     elections: Elections.replicated(topology, pool, known),
-    wakeups
+    ...(wakeups === undefined ? {} : { wakeups })
   }
   return backend
 }

@@ -54,6 +54,9 @@ export interface Topology {
   readonly routeAt?: ((address: string) => Route | undefined) | undefined
   /** How releases wake waiters: `SPUBLISH` on Cluster (the message stays on the key's shard). */
   readonly publish: Scripts.Publish
-  /** The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. */
-  readonly subscriber: () => Promise<Subscriber>
+  /**
+   * The subscriber for wake-ups: the topology client's own pub/sub, which follows failovers. Without
+   * one, waiters poll.
+   */
+  readonly subscriber?: (() => Promise<Subscriber>) | undefined
 }

@@ -1,8 +1,7 @@
-// The Cluster topology: a node-redis cluster client keeps the slot map (following MOVED/ASK and
-// topology changes); lock operations go to each slot's master on dedicated connections.
+// The Cluster topology over node-redis: its cluster client keeps the slot map (following MOVED/ASK
+// and topology changes) for slotMap.ts, and its sharded pub/sub carries the wake-ups.
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
-import { LockRedisError } from "@sage/lock/LockError"
+import type { LockRedisError } from "@sage/lock/LockError"
 import { createCluster, type RedisClusterOptions } from "redis"
 import type * as Scope from "effect/Scope"
 import type { HostPort } from "../../connection/address.ts"
@@ -18,6 +17,7 @@ import {
 import type { Subscriber } from "../../wakeups/subscriber.ts"
 import type { Topology } from "../topology.ts"
 import { slotOf } from "./slot.ts"
+import { type SlotMap, slotMapTopology } from "./slotMap.ts"
 
 type Cluster = ReturnType<typeof createCluster>
 
@@ -42,16 +42,6 @@ export interface ClusterClient {
   sSubscribe(channel: string, listener: (message: string) => void): Promise<unknown>
   sUnsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>
 }
-
-const unserved = (key: string, slot: number): LockRedisError =>
-  new LockRedisError({
-    command: "route",
-    kind: "server",
-    code: "CLUSTERDOWN",
-    reply: `no master is known for slot ${slot} (key ${key})`,
-    retryable: true,
-    mayHaveExecuted: false
-  })
 
 /**
  * Makes sure no node connection of the cluster client outlives its close. Runs just before the close.
@@ -149,6 +139,16 @@ export const watchShardedPubSub = (cluster: Cluster): Required<Pick<Subscriber, 
   }
 })
 
+/** A node-redis cluster client's slot map: a command on a key through it follows a MOVED. */
+const slotMapOf = (cluster: ClusterClient): SlotMap => ({
+  shard: (slot) => {
+    const shard = cluster.slots[slot]
+    // No replica list without `useReplicas` (a shared client may lack it).
+    return shard === undefined ? undefined : { master: shard.master.address, replicas: shard.replicas?.length }
+  },
+  reread: (key, timeout) => cluster.sendCommand(key, false, ["PTTL", key], { timeout })
+})
+
 /**
  * The replicated topology over a cluster client. `watch` (only for a client the lock owns) lets a
  * silent sharded pub/sub connection be replaced; an application's client is left alone.
@@ -157,46 +157,11 @@ export const topology = (
   cluster: ClusterClient,
   description = "node-redis cluster",
   watch?: Pick<Subscriber, "probed" | "discard">
-): Topology => ({
-  description,
-  publish: "SPUBLISH",
-  subscriber: () =>
+): Topology =>
+  slotMapTopology(slotMapOf(cluster), description, () =>
     Promise.resolve({
       subscribe: (channel, listener) => cluster.sSubscribe(channel, listener),
       unsubscribe: (channel, listener) => cluster.sUnsubscribe(channel, listener),
       ...watch
-    }),
-  route: (key) => {
-    const slot = slotOf(key)
-    const shard = cluster.slots[slot]
-    if (shard === undefined) return Result.fail(unserved(key, slot))
-    // No replica list without `useReplicas` (a shared client may lack it): the master's own counts.
-    return Result.succeed({ address: shard.master.address, replicas: shard.replicas?.length })
-  },
-  isMaster: (key, address) => cluster.slots[slotOf(key)]?.master.address === address,
-  // Only after an ASK, so a scan of the slot map is cheap enough. A master that serves no slot yet
-  // (a new node a slot is migrating to) is not in it: undefined, and its own replica list counts.
-  routeAt: (address) => {
-    for (const shard of cluster.slots) {
-      if (shard?.master.address === address) return { address, replicas: shard.replicas?.length }
-    }
-    return undefined
-  },
-  // A command through the cluster client follows MOVED/ASK and makes node-redis re-read the slots.
-  // It runs in the background: the caller's own time limit must not wait for it (a command written
-  // to a frozen node never answers, and node-redis's timeout only drops unwritten commands).
-  refresh: (key) => Effect.asVoid(Effect.forkDetach(reread(cluster, key, 1_000))),
-  reread: (key, timeoutMillis) => reread(cluster, key, timeoutMillis)
-})
-
-/** Makes node-redis re-read the slot map for `key` (see `refresh`), waiting at most `timeoutMillis`. */
-const reread = (cluster: ClusterClient, key: string, timeoutMillis: number): Effect.Effect<void> => {
-  // node-redis takes whole milliseconds (a fraction throws a RangeError from its timer).
-  const timeout = Math.min(1_000, Math.floor(timeoutMillis))
-  return timeout < 1
-    ? Effect.void
-    : Effect.tryPromise(() => cluster.sendCommand(key, false, ["PTTL", key], { timeout })).pipe(
-        Effect.timeoutOption(timeout),
-        Effect.ignore
-      )
-}
+    })
+  )

@@ -9,6 +9,7 @@ import type { RedisClientOptions, RedisClusterOptions } from "redis"
 import * as Address from "../../connection/address.ts"
 import type { Connect } from "../../connection/connecting.ts"
 import { checkClientOptions, type Common, invalid, isRecord, unusableClient, validate } from "../../options/validate.ts"
+import { nodeRedisDialer } from "../../pool/nodeRedisDialer.ts"
 import * as Pool from "../../pool/pool.ts"
 import { makeBackend } from "../backend.ts"
 import * as ClusterTopology from "./cluster.ts"
@@ -51,7 +52,7 @@ export const prepareCluster = (options: ClusterLayerOptions): Effect.Effect<Conn
       )
       const pool = yield* Pool.make({
         maxConnections,
-        clientOptions: (options.defaults ?? {}) as RedisClientOptions,
+        dialer: nodeRedisDialer((options.defaults ?? {}) as RedisClientOptions),
         resolve: ClusterTopology.addressMapper(options.nodeAddressMap)
       })
       return yield* makeBackend(
@@ -77,7 +78,7 @@ export const fromSharedCluster = (
     const own = cluster._options
     const pool = yield* Pool.make({
       maxConnections,
-      clientOptions: (options.defaults ?? own?.defaults ?? {}) as RedisClientOptions,
+      dialer: nodeRedisDialer((options.defaults ?? own?.defaults ?? {}) as RedisClientOptions),
       resolve: ClusterTopology.addressMapper(
         options.nodeAddressMap ?? (own?.nodeAddressMap as RedisClusterOptions["nodeAddressMap"])
       )

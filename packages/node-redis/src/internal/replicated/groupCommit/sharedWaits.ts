@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type { LockRedisError } from "@sage/lock/LockError"
-import { noReply } from "../../connection/commands.ts"
+import { noReply } from "../../connection/sending.ts"
 import { timerDelay } from "../../connection/timerDelay.ts"
 import type { Connection } from "../../pool/connection.ts"
 

@@ -9,6 +9,7 @@ import type { RedisClientOptions } from "redis"
 import * as Address from "../../connection/address.ts"
 import type { Connect } from "../../connection/connecting.ts"
 import { checkClientOptions, type Common, invalid, unusableClient, validate } from "../../options/validate.ts"
+import { nodeRedisDialer } from "../../pool/nodeRedisDialer.ts"
 import * as Pool from "../../pool/pool.ts"
 import { makeBackend } from "../backend.ts"
 import * as SentinelTopology from "./sentinel.ts"
@@ -57,7 +58,7 @@ export const prepareSentinel = (
       )
       const pool = yield* Pool.make({
         maxConnections,
-        clientOptions: options.nodeClientOptions ?? {},
+        dialer: nodeRedisDialer(options.nodeClientOptions ?? {}),
         sharedLanes: sentinelSharedLanes
       })
       return yield* makeBackend(topology, pool, undefined, sentinelOptions)
@@ -78,7 +79,7 @@ export const fromSharedSentinel = (
     if (unusable !== undefined) return yield* unusable
     const pool = yield* Pool.make({
       maxConnections,
-      clientOptions: options.nodeClientOptions ?? {},
+      dialer: nodeRedisDialer(options.nodeClientOptions ?? {}),
       sharedLanes: sentinelSharedLanes
     })
     return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, {

@@ -1,4 +1,5 @@
-// Helpers for the wake-up suites: timing one handoff between two clients, as between two processes.
+// Timing one lock handoff between two clients, as between two processes: what the wake-up suites
+// of every backend assert (a release wakes a waiter well before its next poll could).
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
