@@ -49,36 +49,49 @@ const unserved = (key: string, slot: number): LockRedisError =>
     mayHaveExecuted: false
   })
 
-/** The replicated topology over a client's slot map, with `subscriber` (if any) for sharded wake-ups. */
+/**
+ * The replicated topology over a client's slot map, with `subscriber` (if any) for sharded wake-ups.
+ *
+ * A slot map lists only healthy replicas (`CLUSTER SLOTS` leaves out failed ones), so right after a
+ * failover a promoted master can show none while its old master and the other replicas reattach. The
+ * most replicas ever seen for a slot are kept as the route's `knownReplicas`: a write there then
+ * waits for them (retryable) instead of failing with `NO_REPLICAS`, which only a Cluster that never
+ * showed a replica for the slot gets.
+ */
 export const slotMapTopology = (
   slots: SlotMap,
   description: string,
   subscriber: (() => Promise<Subscriber>) | undefined
-): Topology => ({
-  description,
-  publish: "SPUBLISH",
-  subscriber,
-  route: (key) => {
-    const slot = slotOf(key)
-    const shard = slots.shard(slot)
-    if (shard === undefined) return Result.fail(unserved(key, slot))
-    return Result.succeed({ address: shard.master, replicas: shard.replicas })
-  },
-  isMaster: (key, address) => slots.shard(slotOf(key))?.master === address,
-  // Only after an ASK, so a scan of the slot map is cheap enough. A master that serves no slot yet
-  // (a new node a slot is migrating to) is not in it: undefined, and its own replica list counts.
-  routeAt: (address) => {
-    for (let slot = 0; slot < slotCount; slot++) {
+): Topology => {
+  const knownReplicas = new Uint8Array(slotCount)
+  return {
+    description,
+    publish: "SPUBLISH",
+    subscriber,
+    route: (key) => {
+      const slot = slotOf(key)
       const shard = slots.shard(slot)
-      if (shard?.master === address) return { address, replicas: shard.replicas }
-    }
-    return undefined
-  },
-  // In the background: the caller's own time limit must not wait for it (a command written to a
-  // frozen node never answers, and a client's own timeout may only drop unwritten commands).
-  refresh: (key) => Effect.asVoid(Effect.forkDetach(reread(slots, key, 1_000))),
-  reread: (key, timeoutMillis) => reread(slots, key, timeoutMillis)
-})
+      if (shard === undefined) return Result.fail(unserved(key, slot))
+      const replicas = shard.replicas
+      if (replicas !== undefined && replicas > knownReplicas[slot]!) knownReplicas[slot] = Math.min(255, replicas)
+      return Result.succeed({ address: shard.master, replicas, knownReplicas: knownReplicas[slot] })
+    },
+    isMaster: (key, address) => slots.shard(slotOf(key))?.master === address,
+    // Only after an ASK, so a scan of the slot map is cheap enough. A master that serves no slot yet
+    // (a new node a slot is migrating to) is not in it: undefined, and its own replica list counts.
+    routeAt: (address) => {
+      for (let slot = 0; slot < slotCount; slot++) {
+        const shard = slots.shard(slot)
+        if (shard?.master === address) return { address, replicas: shard.replicas }
+      }
+      return undefined
+    },
+    // In the background: the caller's own time limit must not wait for it (a command written to a
+    // frozen node never answers, and a client's own timeout may only drop unwritten commands).
+    refresh: (key) => Effect.asVoid(Effect.forkDetach(reread(slots, key, 1_000))),
+    reread: (key, timeoutMillis) => reread(slots, key, timeoutMillis)
+  }
+}
 
 /** `SlotMap.reread`, waiting at most `timeoutMillis` (and at most a second). */
 const reread = (slots: SlotMap, key: string, timeoutMillis: number): Effect.Effect<void> => {
