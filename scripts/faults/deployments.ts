@@ -1,8 +1,8 @@
 // The deployments the fault matrix runs on, started from the test kit for one scope, with what a
 // scenario needs to aim its fault: the current master of a lock key, its replicas, every data node,
-// and (for the final read of the servers) the master a key settled on after the run. `ioredis` and
-// `ioredis-cluster` are a standalone server and a Cluster whose workers use the ioredis backend
-// instead of node-redis's.
+// and (for the final read of the servers) the master a key settled on after the run. `ioredis`,
+// `ioredis-sentinel` and `ioredis-cluster` are the same deployments with the workers on the ioredis
+// backend instead of node-redis's.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import {
@@ -17,7 +17,14 @@ import {
 } from "@sage/lock-testkit"
 import type { Connection } from "./protocol.ts"
 
-export const deploymentKinds = ["standalone", "ioredis", "sentinel", "cluster", "ioredis-cluster"] as const
+export const deploymentKinds = [
+  "standalone",
+  "ioredis",
+  "sentinel",
+  "ioredis-sentinel",
+  "cluster",
+  "ioredis-cluster"
+] as const
 export type DeploymentKind = (typeof deploymentKinds)[number]
 
 export interface Deployment {
@@ -118,13 +125,18 @@ const standalone = (flavor: ServerBinary.Flavor, options: DeploymentOptions, cli
     return deployment
   })
 
-const sentinel = (flavor: ServerBinary.Flavor, options: DeploymentOptions) =>
+const sentinel = (flavor: ServerBinary.Flavor, options: DeploymentOptions, client: "node-redis" | "ioredis") =>
   Effect.gen(function* () {
     const topology = yield* SentinelTopology.start({ flavor, args: options.args })
     const deployment: Deployment = {
-      kind: "sentinel",
+      kind: client === "ioredis" ? "ioredis-sentinel" : "sentinel",
       flavor,
-      connectionFor: () => ({ _tag: "sentinel", masterName: topology.masterName, sentinels: topology.sentinelNodes }),
+      connectionFor: () => ({
+        _tag: "sentinel",
+        masterName: topology.masterName,
+        sentinels: topology.sentinelNodes,
+        client
+      }),
       nodes: topology.nodes,
       sentinel: topology,
       cluster: undefined,
@@ -176,7 +188,9 @@ export const start = (
     case "ioredis":
       return standalone(flavor, options, "ioredis")
     case "sentinel":
-      return sentinel(flavor, options)
+      return sentinel(flavor, options, "node-redis")
+    case "ioredis-sentinel":
+      return sentinel(flavor, options, "ioredis")
     case "cluster":
       return cluster(flavor, options, "node-redis")
     case "ioredis-cluster":

@@ -50,7 +50,7 @@ const matches = (pattern: string, id: string): boolean =>
 
 const usage = `npm run faults [-- options]: the fault matrix (scripts/faults). Without a filter it runs every cell and writes docs/faults.md.
   --scenarios a,b,prefix-*   only these scenarios (a trailing * matches every id with that prefix)
-  --deployments standalone,ioredis,sentinel,cluster,ioredis-cluster   (ioredis, ioredis-cluster: through the ioredis backend)
+  --deployments standalone,ioredis,sentinel,ioredis-sentinel,cluster,ioredis-cluster   (ioredis-*: through the ioredis backend)
   --servers ${ServerBinary.all.join(",")}
   --jobs N                   N cells at a time
   --alternate                each scenario x deployment on one server flavor, the flavors taking turns

@@ -16,7 +16,9 @@ export const Connection = Schema.Union([
   }),
   Schema.TaggedStruct("sentinel", {
     masterName: Schema.String,
-    sentinels: Schema.Array(Schema.Struct({ host: Schema.String, port: Schema.Int }))
+    sentinels: Schema.Array(Schema.Struct({ host: Schema.String, port: Schema.Int })),
+    /** The backend (node-redis's when absent). */
+    client: Schema.optional(Schema.Literals(["node-redis", "ioredis"]))
   }),
   Schema.TaggedStruct("cluster", {
     rootUrls: Schema.Array(Schema.String),

@@ -95,7 +95,7 @@ export const renderReport = (input: ReportInput): string => {
     "## How each cell runs",
     "",
     `A fresh deployment (standalone: one server; ioredis: one server, the workers on the ioredis backend instead of node-redis's; ` +
-      `Sentinel: a master, 2 replicas, 3 sentinels; Cluster: 3 masters with 1 replica each; ioredis-cluster: the same Cluster, the workers on the ioredis backend), ` +
+      `Sentinel: a master, 2 replicas, 3 sentinels; Cluster: 3 masters with 1 replica each; ioredis-sentinel, ioredis-cluster: the same Sentinel and Cluster deployments, the workers on the ioredis backend), ` +
       `then ${settings.workers} worker processes (more where a scenario says so) with ${settings.fibers} fibers each loop \`withLock\` on ${settings.keys} keys ` +
       `(lease ${settings.leaseMillis} ms, \`waitTimeout\` ${settings.waitTimeoutMillis} ms, bodies of ${settings.bodyMinMillis}-${settings.bodyMaxMillis} ms and ${Math.round(settings.longBodyShare * 100)} % of ${settings.longBodyMillis} ms, which span renewals, ` +
       "replica acknowledgement on). In the semaphore rows (scenarios whose names begin with `semaphore-`, each a lock scenario's fault injected the same way) " +

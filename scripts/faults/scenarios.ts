@@ -25,7 +25,7 @@ import { waitingScenarios } from "./waiting.ts"
 
 export type { Expectation, FaultContext, Scenario } from "./scenario.ts"
 
-const all: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "sentinel", "cluster", "ioredis-cluster"]
+const all: ReadonlyArray<DeploymentKind> = Deployments.deploymentKinds
 const direct: ReadonlyArray<DeploymentKind> = ["standalone", "ioredis", "cluster", "ioredis-cluster"]
 
 const target = (context: FaultContext): Effect.Effect<RedisServer.RedisServer, TestkitError.TestkitError> =>
@@ -109,7 +109,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "master-kill-failover-restart",
     fault: "kill -9 the key's master, wait for the promotion, restart the old node empty [SE2, C10]",
-    deployments: ["sentinel", "cluster", "ioredis-cluster"],
+    deployments: ["sentinel", "ioredis-sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "with replica acknowledgement every held lock is on the promoted replica; the restarted empty node (ROLE master for ~10 s under Sentinel) is refused by the view check",
     inject: (context) =>
@@ -180,7 +180,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "oom-noeviction",
     fault: "maxmemory below usage with noeviction for 2 s [S6b]",
-    deployments: ["standalone", "ioredis", "sentinel"],
+    deployments: ["standalone", "ioredis", "sentinel", "ioredis-sentinel"],
     expect: "exclusion",
     expectedErrorCodes: ["OOM"],
     why: "new acquisitions fail at once with RedisError OOM; held locks keep renewing and releasing (no shebang scripts)",
@@ -201,7 +201,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "eviction-volatile-ttl",
     fault: "maxmemory below usage with volatile-ttl for 2 s: the lock keys are evicted [S6]",
-    deployments: ["standalone", "ioredis", "sentinel"],
+    deployments: ["standalone", "ioredis", "sentinel", "ioredis-sentinel"],
     expect: "violation",
     lockLostRequired: true,
     expectedErrorCodes: ["OOM"],
@@ -400,7 +400,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "sentinel-failover",
     fault: "SENTINEL FAILOVER (commanded) [SE1]",
-    deployments: ["sentinel"],
+    deployments: ["sentinel", "ioredis-sentinel"],
     expect: "exclusion",
     why: "acknowledged locks are on the promoted replica; the old master is refused by ROLE and the view",
     inject: (context) =>
@@ -412,7 +412,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "sentinel-failover-kill",
     fault: "kill -9 the master, Sentinel fails over on its own, until the other replica follows [SE2]",
-    deployments: ["sentinel"],
+    deployments: ["sentinel", "ioredis-sentinel"],
     expect: "exclusion",
     why: "acknowledged locks are on the promoted replica",
     // The fault ends once the surviving replica follows the promoted master: until then no write
@@ -432,7 +432,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "sentinel-stall",
     fault: "SIGSTOP one of the three sentinels for 3 s",
-    deployments: ["sentinel"],
+    deployments: ["sentinel", "ioredis-sentinel"],
     expect: "exclusion",
     why: "the client asks every sentinel at once; one stalled sentinel costs nothing",
     inject: (context) =>
@@ -446,7 +446,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "replica-stall",
     fault: "SIGSTOP one replica of the key's master for 2 s [R3, C7]",
-    deployments: ["sentinel", "cluster", "ioredis-cluster"],
+    deployments: ["sentinel", "ioredis-sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "WAIT cannot be satisfied: acquisitions time out unacknowledged, renewals retry within the usable lease",
     inject: (context) =>
@@ -460,7 +460,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "replica-kill",
     fault: "kill -9 one replica of the key's master, restart it 3 s later",
-    deployments: ["sentinel", "cluster", "ioredis-cluster"],
+    deployments: ["sentinel", "ioredis-sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why:
       "the master lists the replicas left and they acknowledge; on Sentinel, writes wait until the " +
@@ -476,7 +476,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "replica-links-cut",
     fault: "CLIENT KILL TYPE replica on the key's master every 250 ms for 2 s: the replication links drop",
-    deployments: ["sentinel", "cluster", "ioredis-cluster"],
+    deployments: ["sentinel", "ioredis-sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why:
       "a write the replicas did not get is not acknowledged: acquisitions retry, renewals retry within " +
@@ -493,7 +493,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "noreplicas",
     fault: "min-replicas-to-write above the replica count on the key's master for 2 s: writes get NOREPLICAS [R4]",
-    deployments: ["sentinel", "cluster", "ioredis-cluster"],
+    deployments: ["sentinel", "ioredis-sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     why: "NOREPLICAS is temporary: acquisitions retry within waitTimeout, renewals within the usable lease",
     inject: (context) =>
@@ -509,7 +509,7 @@ const lockScenarios: ReadonlyArray<Scenario> = [
   {
     id: "loading",
     fault: "DEBUG RELOAD of 20,000 keys slowed to ~2.5 s: every command gets LOADING [S11b]",
-    deployments: ["standalone", "ioredis", "sentinel"],
+    deployments: ["standalone", "ioredis", "sentinel", "ioredis-sentinel"],
     expect: "exclusion",
     why: "LOADING is temporary: acquisitions retry within waitTimeout, renewals within the usable lease; lock keys survive the reload",
     inject: (context) => Effect.flatMap(target(context), (master) => Faults.loading(master, 20_000))

@@ -149,7 +149,7 @@ export const waitingScenarios: ReadonlyArray<Scenario> = [
     id: "waiters-killed",
     fault:
       "SIGKILL 2 of 3 workers waiting for a key (registered in its waiter queue) shortly before its holder releases",
-    deployments: ["standalone", "ioredis", "sentinel", "cluster", "ioredis-cluster"],
+    deployments: ["standalone", "ioredis", "sentinel", "ioredis-sentinel", "cluster", "ioredis-cluster"],
     expect: "exclusion",
     workers: 4,
     // Well under a registration lifetime (how long a dead registration stands in line if nothing passes

@@ -69,6 +69,13 @@ const backendLayer = (
       }
       return NodeRedisBackend.layer({ url: connection.url, ...credentials })
     case "sentinel":
+      if (connection.client === "ioredis") {
+        return IoredisBackend.layer({
+          sentinels: connection.sentinels.map(({ host, port }) => ({ host, port })),
+          name: connection.masterName,
+          ...credentials
+        })
+      }
       return NodeRedisBackend.layerSentinel({
         name: connection.masterName,
         sentinels: connection.sentinels,

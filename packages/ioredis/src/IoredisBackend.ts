@@ -28,10 +28,12 @@ import { LockBackend } from "@sage/lock"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import * as CommandCluster from "@sage/lock-node-redis/CommandCluster"
+import * as CommandSentinel from "@sage/lock-node-redis/CommandSentinel"
 import { classify } from "./internal/classify.ts"
 import { type ClusterClient, connectCluster, natResolver, shardedSubscriber, slotMap } from "./internal/cluster.ts"
 import { connect } from "./internal/connect.ts"
 import { dial } from "./internal/dial.ts"
+import { sentinelConnection, sentinelSettings, subscriberConnection } from "./internal/sentinel.ts"
 import { replaceable } from "./internal/replaceable.ts"
 import { duplicateSubscriber } from "./internal/subscriber.ts"
 
@@ -43,7 +45,7 @@ import { duplicateSubscriber } from "./internal/subscriber.ts"
  * @category options
  * @since 0.4.0
  */
-export interface Options extends Omit<RedisOptions, "lazyConnect" | "sentinels" | "name"> {
+export interface Options extends Omit<RedisOptions, "lazyConnect"> {
   /**
    * How many pipelined connections carry lock commands (an integer from 1 to 16; default 2). Each
    * lock key always uses the same one, so its commands stay in order; with two, the client prepares
@@ -52,6 +54,11 @@ export interface Options extends Omit<RedisOptions, "lazyConnect" | "sentinels" 
   readonly connections?: number | undefined
   /** Whether waiters are woken by releases in other processes (default `true`); otherwise they poll. */
   readonly wakeups?: boolean | undefined
+  /**
+   * With `sentinels`: the connections the lock opens to the master at most (an integer of at least
+   * 1; default 10).
+   */
+  readonly maxConnections?: number | undefined
 }
 
 /**
@@ -118,13 +125,7 @@ export const make = (
     if (typeof options !== "object" || options === null || Array.isArray(options)) {
       return yield* invalid("options", options, "must be an options object")
     }
-    if (sentinelsOf(options) !== undefined) {
-      return yield* invalid(
-        "sentinels",
-        sentinelsOf(options),
-        "Sentinel is not supported over ioredis yet: use NodeRedisBackend.makeSentinel from @sage/lock-node-redis"
-      )
-    }
+    if (sentinelsOf(options) !== undefined) return yield* sentinelBackend(options, "ioredis sentinel")
     const { connections = 2, wakeups = true, ...redisOptions } = options
     const connectTimeout = options.connectTimeout ?? 10_000
     if (!Number.isInteger(connections) || connections < 1 || connections > 16) {
@@ -185,7 +186,7 @@ export const make = (
 export const fromClient = (
   client: SharedClient | SharedCluster,
   options: SharedOptions = {}
-): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
+): Effect.Effect<LockBackend.Backend, InvalidArgument | LockRedisError, Scope.Scope> =>
   Effect.gen(function* () {
     if (typeof client !== "object" || client === null) {
       return yield* invalid("client", client, "must be an ioredis client (new Redis(...) or new Cluster(...))")
@@ -198,10 +199,9 @@ export const fromClient = (
       return yield* invalid("client", client, "must be an ioredis client (new Redis(...) or new Cluster(...))")
     }
     if (sentinelsOf(redis.options) !== undefined && sentinelsOf(redis.options) !== null) {
-      return yield* invalid(
-        "client",
-        client,
-        "a client connected through sentinels is not supported yet: use NodeRedisBackend.makeSentinel from @sage/lock-node-redis"
+      return yield* sentinelBackend(
+        { ...redis.options, wakeups: options.wakeups, maxConnections: options.maxConnections },
+        "ioredis sentinel (options of a shared client)"
       )
     }
     const wakeups = options.wakeups ?? true
@@ -225,6 +225,44 @@ export interface SharedOptions {
   readonly wakeups?: boolean | undefined
   readonly maxConnections?: number | undefined
 }
+
+/**
+ * The Sentinel backend over connections of its own: the lock asks the sentinels itself (with
+ * `sentinelUsername`, `sentinelPassword`, `sentinelTLS`) and connects to the master they name with
+ * the other options.
+ */
+const sentinelBackend = (
+  options: Options,
+  description: string
+): Effect.Effect<LockBackend.Backend, InvalidArgument | LockRedisError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { connections: _connections, wakeups = true, maxConnections, ...redisOptions } = options
+    if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
+    const sentinels = sentinelsOf(redisOptions)
+    if (!Array.isArray(sentinels) || sentinels.length === 0) {
+      return yield* invalid("sentinels", sentinels, "at least one sentinel is needed")
+    }
+    const settings = sentinelSettings(redisOptions as RedisOptions)
+    const connectTimeoutMillis = options.connectTimeout ?? 10_000
+    if (
+      typeof connectTimeoutMillis !== "number" ||
+      !(connectTimeoutMillis > 0) ||
+      !Number.isFinite(connectTimeoutMillis)
+    ) {
+      return yield* invalid("connectTimeout", connectTimeoutMillis, "must be a positive number of milliseconds")
+    }
+    return yield* CommandSentinel.make({
+      description,
+      name: settings.name,
+      sentinels: settings.sentinels,
+      sentinel: sentinelConnection(settings.sentinelOptions),
+      dial: dial(settings.nodeOptions),
+      subscriber: wakeups ? subscriberConnection(settings.nodeOptions) : undefined,
+      maxConnections,
+      connectTimeoutMillis,
+      classify
+    })
+  })
 
 /** The Cluster backend over `cluster`'s slot map, with connections of its own to each master. */
 const clusterBackend = (
@@ -343,5 +381,5 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, I
 export const layerFromClient = (
   client: SharedClient | SharedCluster,
   options?: SharedOptions
-): Layer.Layer<LockBackend.LockBackend, InvalidArgument> =>
+): Layer.Layer<LockBackend.LockBackend, InvalidArgument | LockRedisError> =>
   Layer.effect(LockBackend.LockBackend, fromClient(client, options))

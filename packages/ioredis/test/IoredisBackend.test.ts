@@ -49,7 +49,7 @@ const invalidField = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>): Effect.Ef
     })
   )
 
-const withLockOnce = (backend: Layer.Layer<LockBackend.LockBackend, InvalidArgument>) =>
+const withLockOnce = (backend: Layer.Layer<LockBackend.LockBackend, InvalidArgument | LockRedisError>) =>
   Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.succeed("inside")).pipe(
     Effect.provide(Lock.layer({ namespace: "ioredis-test" }).pipe(Layer.provide(backend)))
   )
@@ -64,12 +64,12 @@ describe("IoredisBackend", () => {
         "wakeups"
       )
       assert.strictEqual(yield* invalidField(IoredisBackend.make({ connectTimeout: -1 })), "connectTimeout")
+      // Through sentinels (IoredisSentinel.test.ts): a master name and one sentinel at least.
       assert.strictEqual(
-        yield* invalidField(
-          IoredisBackend.make({ sentinels: [{ host: "127.0.0.1", port: 1 }] } as unknown as IoredisBackend.Options)
-        ),
-        "sentinels"
+        yield* invalidField(IoredisBackend.make({ sentinels: [{ host: "127.0.0.1", port: 1 }] })),
+        "name"
       )
+      assert.strictEqual(yield* invalidField(IoredisBackend.make({ sentinels: [], name: "m" })), "sentinels")
       assert.strictEqual(
         yield* invalidField(IoredisBackend.fromClient({} as unknown as IoredisBackend.SharedClient)),
         "client"
@@ -88,8 +88,8 @@ describe("IoredisBackend", () => {
         ),
         "wakeups"
       )
-      const viaSentinels = new Redis({ sentinels: [{ host: "127.0.0.1", port: 1 }], name: "m", lazyConnect: true })
-      assert.strictEqual(yield* invalidField(IoredisBackend.fromClient(viaSentinels)), "client")
+      const viaSentinels = new Redis({ sentinels: [{ host: "127.0.0.1", port: 0 }], name: "m", lazyConnect: true })
+      assert.strictEqual(yield* invalidField(IoredisBackend.fromClient(viaSentinels)), "sentinels")
     })
   )
 

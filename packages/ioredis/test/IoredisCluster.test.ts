@@ -9,6 +9,7 @@ import type * as Scope from "effect/Scope"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
 import { ClusterTopology, Faults, type RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { heldAcrossFailover } from "@sage/lock-testkit/contract/HeldAcrossFailover"
 import * as ReplicaAcknowledgement from "@sage/lock-testkit/contract/ReplicaAcknowledgement"
 import { clientOver, handoff, median, show, wokenWithinMillis } from "@sage/lock-testkit/contract/Handoff"
 import * as IoredisBackend from "../src/IoredisBackend.ts"
@@ -112,27 +113,29 @@ describe(`ioredis cluster on ${flavor}`, () => {
         const backend = yield* IoredisBackend.fromClient(shared)
         // The lease must outlast the failover (renewals fail while the master switches): 8 s.
         const lock = yield* clientOn(backend, { leaseDuration: "8 seconds" })
-        const key = `${lock.namespace}:{survivor}`
-        const inside = yield* Deferred.make<void>()
-        const held = yield* Effect.forkChild(
-          lock.withLock("survivor", { waitTimeout: "5 seconds" })(
-            Deferred.succeed(inside, undefined).pipe(Effect.andThen(Effect.sleep("6 seconds")), Effect.as("done"))
-          )
-        )
-        yield* Deferred.await(inside)
-        const old = yield* topology.masterFor(key)
-        const promoted = yield* ClusterTopology.failover(topology, yield* topology.replicaFor(key))
-        assert.notStrictEqual(promoted.port, old.port)
-        assert.strictEqual(yield* Fiber.join(held), "done")
-        assert.isNull(yield* promoted.command("GET", key), "released on the promoted master")
-        // New acquisitions land on the promoted master.
-        yield* lock.withLock("survivor", { waitTimeout: "5 seconds" })(
-          Effect.flatMap(promoted.command("EXISTS", key), (exists) =>
-            Effect.sync(() => assert.strictEqual(Number(exists), 1, "held on the promoted master"))
-          )
+        yield* heldAcrossFailover(
+          lock,
+          "survivor",
+          (key) => topology.masterFor(key),
+          (key) => Effect.flatMap(topology.replicaFor(key), (replica) => ClusterTopology.failover(topology, replica))
         )
       }),
     120_000
+  )
+
+  it.live("a master at its client limit refuses the lock's new connections for a while: retried, never CLOSED", () =>
+    Effect.gen(function* () {
+      const topology = yield* ClusterTopology.start({ flavor: flavor!, nodeTimeoutMillis: 8_000 })
+      const backend = yield* IoredisBackend.makeCluster(topology.rootNodes)
+      const lock = yield* clientOn(backend, { replicaAcknowledgement: false })
+      const master = yield* topology.masterFor(`${lock.namespace}:{limited}`)
+      // maxclients 1 (its own connection) and every other client killed, for 1.5 s.
+      const limited = yield* Effect.forkChild(Faults.connectionLimit(master, 1_500))
+      yield* Effect.sleep("300 millis")
+      const value = yield* lock.withLock("limited", { waitTimeout: "8 seconds" })(Effect.succeed("in"))
+      assert.strictEqual(value, "in")
+      yield* Fiber.join(limited)
+    })
   )
 
   it.live("the application's Cluster stays open after the layer closes; the lock's connections all close", () =>

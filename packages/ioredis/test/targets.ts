@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Cluster, Redis } from "ioredis"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { ClusterTopology, RedisServer, type ServerBinary } from "@sage/lock-testkit"
+import { ClusterTopology, RedisServer, SentinelTopology, type ServerBinary } from "@sage/lock-testkit"
 import * as ServerControl from "@sage/lock-testkit/contract/ServerControl"
 import * as IoredisBackend from "../src/IoredisBackend.ts"
 
@@ -92,6 +92,47 @@ export const sharedClusterTarget = (flavor: ServerBinary.Flavor): Target =>
       const control = ServerControl.via(`${flavor} cluster (shared client)`, (key) =>
         Effect.orDie(topology.masterFor(key))
       )
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
+    })
+  )
+
+/**
+ * A master with two replicas and three sentinels, and the Sentinel backend on it over connections of
+ * its own. The sentinels' down-after time is long enough that the servers the contract suite pauses
+ * stay masters.
+ */
+export const sentinelTarget = (flavor: ServerBinary.Flavor, options: IoredisBackend.Options = {}): Target =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
+      const backend = yield* IoredisBackend.make({
+        sentinels: topology.sentinelNodes,
+        name: topology.masterName,
+        ...options
+      })
+      const control = ServerControl.via(`${flavor} sentinel`, () => Effect.orDie(topology.master()))
+      return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
+    })
+  )
+
+/**
+ * A Sentinel deployment as `sentinelTarget`, and the backend built from an ioredis client the test
+ * owns, connected through the sentinels (the lock reads its options and opens its own connections).
+ */
+export const sharedSentinelTarget = (flavor: ServerBinary.Flavor): Target =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const topology = yield* SentinelTopology.start({ flavor, downAfterMillis: 8_000 })
+      const client = yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const owned = new Redis({ sentinels: topology.sentinelNodes, name: topology.masterName })
+          owned.on("error", () => {})
+          return owned
+        }),
+        (owned) => Effect.sync(() => owned.disconnect())
+      )
+      const backend = yield* IoredisBackend.fromClient(client)
+      const control = ServerControl.via(`${flavor} sentinel (shared client)`, () => Effect.orDie(topology.master()))
       return Context.make(LockBackend, backend).pipe(Context.add(ServerControl.ServerControl, control))
     })
   )

@@ -55,31 +55,13 @@ import type * as LockBackend from "@sage/lock/LockBackend"
 import { InvalidArgument } from "@sage/lock/LockError"
 import { type Classify, classifyByShape, type Subscriber } from "./CommandBackend.ts"
 import { valueText } from "./internal/options/valueText.ts"
-import type { PoolClient } from "./internal/pool/dialer.ts"
+import { type DialedConnection, dialedConnections } from "./internal/pool/dialed.ts"
 import * as Pool from "./internal/pool/pool.ts"
 import { makeBackend } from "./internal/replicated/backend.ts"
 import { type SlotMap, slotMapTopology } from "./internal/replicated/cluster/slotMap.ts"
 
+export type { DialedConnection } from "./internal/pool/dialed.ts"
 export type { Shard, SlotMap } from "./internal/replicated/cluster/slotMap.ts"
-
-/**
- * A plain connection to one node that the backend's pool opened with `dial`. It must not reconnect
- * by itself, nor queue commands while disconnected, and must deliver commands in order.
- *
- * @category models
- * @since 0.4.0
- */
-export interface DialedConnection {
-  /** False once its socket closed (dropped, or destroyed). */
-  readonly isOpen: boolean
-  /** Connected, and not closed since. */
-  readonly isReady: boolean
-  readonly connect: () => Promise<unknown>
-  /** Sends one command (name first, all text); resolves with the reply as `CommandBackend.Connection` says. */
-  readonly send: (args: ReadonlyArray<string>) => Promise<unknown>
-  /** Closes it at once, whatever state it is in; commands still waiting fail. */
-  readonly destroy: () => void
-}
 
 /**
  * Options of `make`.
@@ -112,19 +94,6 @@ export interface Options {
 const invalid = (field: string, value: unknown, reason: string) =>
   new InvalidArgument({ field, value: valueText(value), reason })
 
-/** A dialled connection as the pool drives it. */
-const poolClient = (connection: DialedConnection): PoolClient & { readonly dialed: DialedConnection } => ({
-  dialed: connection,
-  get isOpen() {
-    return connection.isOpen
-  },
-  get isReady() {
-    return connection.isReady
-  },
-  connect: () => connection.connect(),
-  sendCommand: (args) => connection.send(args)
-})
-
 /**
  * The Cluster backend over a client's slot map and connections of its own pool, closed with the
  * scope. Fails with `InvalidArgument` when an option is not of the kind described.
@@ -155,11 +124,7 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
     const pool = yield* Pool.make({
       maxConnections,
       resolve,
-      dialer: {
-        open: (node) => poolClient(dial(node)),
-        destroy: (client) => (client as ReturnType<typeof poolClient>).dialed.destroy(),
-        classify
-      }
+      dialer: dialedConnections(dial, classify)
     })
     return yield* makeBackend(slotMapTopology(slots, String(options.description), subscriber), pool)
   })

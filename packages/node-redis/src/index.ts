@@ -39,6 +39,15 @@ export * as CommandBackend from "./CommandBackend.ts"
 export * as CommandCluster from "./CommandCluster.ts"
 
 /**
+ * The Sentinel backend over any client library that can open connections to the sentinels and the
+ * master (what `@sage/lock-ioredis`'s Sentinel backend is built on). Import it from
+ * `@sage/lock-node-redis/CommandSentinel` to leave node-redis unloaded.
+ *
+ * @since 0.4.0
+ */
+export * as CommandSentinel from "./CommandSentinel.ts"
+
+/**
  * Writes to Redis data that a stale lock holder cannot overwrite, checked by fencing token.
  *
  * @since 0.2.0

@@ -8,6 +8,7 @@ import * as Fiber from "effect/Fiber"
 import { LockScripts } from "@sage/lock"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { masterSubscriber } from "../src/internal/replicated/sentinel/masterSubscriber.ts"
+import { nodeRedisLinks } from "../src/internal/replicated/sentinel/nodeRedisLinks.ts"
 import { classify } from "../src/internal/connection/classify.ts"
 import * as Wakeups from "../src/internal/wakeups/wakeups.ts"
 
@@ -19,7 +20,10 @@ describe("the Sentinel master subscriber", () => {
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor: flavor! })
       const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
-      const master = masterSubscriber(() => ({ host: "127.0.0.1", port: proxy.port }), undefined)
+      const master = masterSubscriber(
+        () => ({ host: "127.0.0.1", port: proxy.port }),
+        nodeRedisLinks(undefined, undefined)
+      )
       const { subscriber } = yield* master
       const wakeups = yield* Wakeups.make({
         classify,

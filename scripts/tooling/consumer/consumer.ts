@@ -89,7 +89,7 @@ export const viaPromises = async (): Promise<number> => {
 const OverIoredis: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
   IoredisBackend.layer({ host: "127.0.0.1", port: 6379, connections: 2 })
 const application = new Redis("redis://127.0.0.1:6379")
-const OverApplicationClient: Layer.Layer<LockBackend, LockError.InvalidArgument> =
+const OverApplicationClient: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
   IoredisBackend.layerFromClient(application)
 declare const anyClient: { send(args: ReadonlyArray<string>): Promise<unknown> }
 const OverAnyClient: Layer.Layer<LockBackend, LockError.InvalidArgument> = Layer.effect(
@@ -101,9 +101,8 @@ const OverIoredisCluster: Layer.Layer<LockBackend, LockError.InvalidArgument | L
     maxConnections: 4,
     redisOptions: { password: "pw" }
   })
-const OverApplicationCluster: Layer.Layer<LockBackend, LockError.InvalidArgument> = IoredisBackend.layerFromClient(
-  new Cluster([{ host: "127.0.0.1", port: 7000 }], { lazyConnect: true })
-)
+const OverApplicationCluster: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
+  IoredisBackend.layerFromClient(new Cluster([{ host: "127.0.0.1", port: 7000 }], { lazyConnect: true }))
 const ioLocks: PromiseClient.PromiseClient = PromiseClient.make(OverIoredis)
 const fencedOverIoredis: Effect.Effect<
   IoredisFencedWrite.SetResult,

@@ -8,6 +8,8 @@ export interface Channels {
   /** The channels with listeners, to subscribe again after a reconnect. */
   readonly subscribed: () => Iterable<string>
   readonly subscriber: Subscriber
+  /** Drops every listener of `channel`, and unsubscribes it. */
+  readonly drop: (channel: string) => Promise<unknown>
 }
 
 export const channels = (connection: {
@@ -35,6 +37,10 @@ export const channels = (connection: {
         listeners.delete(channel)
         await connection.unsubscribe(channel)
       }
+    },
+    drop: (channel) => {
+      listeners.delete(channel)
+      return connection.unsubscribe(channel)
     }
   }
 }

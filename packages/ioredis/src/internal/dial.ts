@@ -1,24 +1,19 @@
 // The Cluster backend's pool connections over ioredis: one plain client per connection, to one node,
 // with the application's node options (auth, TLS, ...). It never reconnects and never queues a
 // command while disconnected: the pool drops a broken one and opens another.
-import { Redis, type RedisOptions } from "ioredis"
+import type { RedisOptions } from "ioredis"
 import type { DialedConnection } from "@sage/lock-node-redis/CommandCluster"
 import { Dropped } from "./classify.ts"
+import { nodeClient } from "./nodeClient.ts"
 
 const closed = new Set(["close", "end", "disconnecting"])
 
 export const dial =
   (options: RedisOptions) =>
   (node: { readonly host: string; readonly port: number }): DialedConnection => {
-    const redis = new Redis({
-      ...options,
-      host: node.host,
-      port: node.port,
-      lazyConnect: true,
+    const redis = nodeClient(options, node, {
       retryStrategy: () => null,
       enableOfflineQueue: false,
-      // No ready check: it asks INFO, which a least-privilege lock user may not run.
-      enableReadyCheck: false,
       autoResubscribe: false,
       enableAutoPipelining: false
     })
@@ -29,15 +24,19 @@ export const dial =
     })
     let destroyed = false
     return {
+      // ioredis can report `ready` on a socket the server already closed (one at its `maxclients`
+      // accepts, answers an error and closes): its stream tells.
       get isOpen() {
-        return !closed.has(redis.status)
+        return !closed.has(redis.status) && redis.stream?.destroyed !== true
       },
       get isReady() {
-        return redis.status === "ready"
+        return redis.status === "ready" && redis.stream?.writable === true
       },
+      // A connect that ended without a socket error (the server closed it at once, as one at its
+      // `maxclients` does after its error reply) is a reset, worth retrying: never "closed for good".
       connect: () =>
-        redis.connect().catch((error: unknown) => {
-          throw lastError ?? error
+        redis.connect().catch(() => {
+          throw lastError ?? Object.assign(new Error("the connection closed while connecting"), { code: "ECONNRESET" })
         }),
       send: (args) =>
         redis.call(args[0]!, ...args.slice(1)).catch((error: unknown) => {

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Redis } from "ioredis"
 import type { Subscriber } from "@sage/lock-node-redis/CommandBackend"
-import { channels } from "./channels.ts"
+import { type Channels, channels } from "./channels.ts"
 import { close } from "./close.ts"
 
 /** What the subscriber needs of the client it duplicates. */
@@ -23,21 +23,7 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
       // Without a listener ioredis prints every connection error; the waiters' polls cover an outage.
       duplicate.on("error", () => {})
       opened.push(duplicate)
-      const { deliver, subscribed, subscriber } = channels({
-        subscribe: (channel) => duplicate.subscribe(channel),
-        unsubscribe: (channel) => duplicate.unsubscribe(channel)
-      })
-      // After a reconnect, the channels in use are subscribed again; a refusal leaves their waiters
-      // polling (wake-ups are a shortcut), and a later wait on a dropped channel subscribes it anew.
-      let connectedOnce = false
-      duplicate.on("ready", () => {
-        if (!connectedOnce) {
-          connectedOnce = true
-          return
-        }
-        for (const channel of subscribed()) duplicate.subscribe(channel).catch(() => undefined)
-      })
-      duplicate.on("message", deliver)
+      const { subscriber } = subscribing(duplicate)
       await duplicate.connect().catch((error: unknown) => {
         duplicate.disconnect()
         throw error
@@ -45,3 +31,25 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
       return subscriber
     }
   })
+
+/**
+ * The lock's channels on a subscriber connection of its own (made with `autoResubscribe: false`):
+ * after a reconnect, the channels in use are subscribed again; a refusal leaves their waiters
+ * polling (wake-ups are a shortcut), and a later wait on a dropped channel subscribes it anew.
+ */
+export const subscribing = (redis: Redis): Pick<Channels, "subscriber" | "drop"> => {
+  const { deliver, subscribed, subscriber, drop } = channels({
+    subscribe: (channel) => redis.subscribe(channel),
+    unsubscribe: (channel) => redis.unsubscribe(channel)
+  })
+  let connectedOnce = false
+  redis.on("ready", () => {
+    if (!connectedOnce) {
+      connectedOnce = true
+      return
+    }
+    for (const channel of subscribed()) redis.subscribe(channel).catch(() => undefined)
+  })
+  redis.on("message", deliver)
+  return { subscriber, drop }
+}

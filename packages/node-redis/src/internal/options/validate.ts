@@ -123,3 +123,18 @@ export const validate = (
   }
   return Effect.succeed({ maxConnections: max, connectTimeout })
 }
+
+/** A Sentinel deployment's master name and sentinels, as every Sentinel backend reads them. */
+export const checkSentinels = (name: unknown, sentinels: unknown): Effect.Effect<void, InvalidArgument> =>
+  Effect.gen(function* () {
+    if (typeof name !== "string" || name.length === 0) {
+      return yield* invalid("name", name, "the master name must be a non-empty string")
+    }
+    if (!Array.isArray(sentinels) || sentinels.length === 0) {
+      return yield* invalid("sentinels", sentinels, "at least one sentinel is needed")
+    }
+    for (const node of sentinels as ReadonlyArray<{ readonly host?: unknown; readonly port?: unknown } | undefined>) {
+      const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
+      if (problem !== undefined) return yield* invalid("sentinels", node, problem)
+    }
+  })

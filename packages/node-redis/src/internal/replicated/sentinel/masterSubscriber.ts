@@ -2,14 +2,11 @@
 // moved to the new master after a failover.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { createClient, RedisClientOptions } from "redis"
 import * as Address from "../../connection/address.ts"
-import { makeClients } from "../../connection/clientClass.ts"
-import { defaultReconnect } from "../../connection/clients.ts"
-import { destroyForGood } from "../../connection/teardown.ts"
 import type { Subscriber } from "../../wakeups/subscriber.ts"
+import type { SubscriberLink, SubscriberLinks } from "./links.ts"
 
-type Client = ReturnType<typeof createClient>
+type Client = SubscriberLink
 
 /**
  * The wake-up subscriber: one connection to the current master, subscribed to the channels in use.
@@ -20,12 +17,10 @@ type Client = ReturnType<typeof createClient>
  */
 export const masterSubscriber = (
   master: () => Address.HostPort | undefined,
-  options: RedisClientOptions | undefined
+  links: SubscriberLinks
 ): Effect.Effect<{ readonly subscriber: Subscriber; readonly follow: Effect.Effect<void> }, never, Scope.Scope> =>
   Effect.gen(function* () {
     const listeners = new Map<string, (message: string) => void>()
-    // Built now: the first connection is opened when a waiter first subscribes, during its acquisition.
-    const makeClient = makeClients(options ?? {})
     // `raw` is kept beside the promise so that a connection is closed whatever state it is in: one
     // still connecting (its promise may not settle while the node is down) or one whose subscribe
     // failed would otherwise stay open, reconnecting, after the layer closed.
@@ -34,21 +29,17 @@ export const masterSubscriber = (
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        if (current !== undefined) destroyForGood(current.raw)
+        if (current !== undefined) links.destroy(current.raw)
         current = undefined
       })
     )
     const connectTo = (node: Address.HostPort): { readonly raw: Client; readonly ready: Promise<Client> } => {
-      const client = makeClient({
-        ...options,
-        socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port }
-      } as RedisClientOptions)
-      client.on("error", () => {})
+      const client = links.subscriber(node)
       const ready = client.connect().then(async () => {
         for (const [channel, listener] of listeners) await client.subscribe(channel, listener)
         return client
       })
-      ready.catch(() => destroyForGood(client))
+      ready.catch(() => links.destroy(client))
       return { raw: client, ready }
     }
     /** The connection to the master in the current view, replacing one to an older master. */
@@ -65,7 +56,7 @@ export const masterSubscriber = (
       next.ready.catch(() => {
         if (current === entry) current = undefined
       })
-      if (previous !== undefined) destroyForGood(previous.raw)
+      if (previous !== undefined) links.destroy(previous.raw)
       return entry.client
     }
     const subscriber: Subscriber = {
@@ -80,7 +71,7 @@ export const masterSubscriber = (
       probed: () => current?.raw,
       discard: (silent) => {
         if (current === undefined || current.raw !== silent) return false
-        destroyForGood(current.raw)
+        links.destroy(current.raw)
         current = undefined
         return true
       }

@@ -6,44 +6,30 @@ import type * as Scope from "effect/Scope"
 import type { Backend } from "@sage/lock/LockBackend"
 import type { InvalidArgument } from "@sage/lock/LockError"
 import type { RedisClientOptions } from "redis"
-import * as Address from "../../connection/address.ts"
+import type * as Address from "../../connection/address.ts"
 import type { Connect } from "../../connection/connecting.ts"
-import { checkClientOptions, type Common, invalid, unusableClient, validate } from "../../options/validate.ts"
+import { checkClientOptions, checkSentinels, type Common, unusableClient, validate } from "../../options/validate.ts"
 import { nodeRedisDialer } from "../../pool/nodeRedisDialer.ts"
 import * as Pool from "../../pool/pool.ts"
 import { makeBackend } from "../backend.ts"
+import { nodeRedisLinks } from "./nodeRedisLinks.ts"
 import * as SentinelTopology from "./sentinel.ts"
 import * as SharedSentinelTopology from "./sharedSentinel.ts"
 
-/**
- * Shared connections to a Sentinel master: every lock operation goes to that one server, so it gets
- * two, as the standalone layer does; a Cluster client keeps one per master (see `Pool.make`).
- */
-const sentinelSharedLanes = 2
-
-/**
- * A Sentinel master takes every acquisition, so acknowledged ones that come together are committed
- * as a group (one `ROLE` and one `WAIT` for several scripts); on Cluster batches per master stay
- * small and it did not pay (see `replicated/groupCommit/`).
- */
-const sentinelOptions = { groupCommit: true } as const
+/** The Sentinel options (`NodeRedisBackend.SentinelOptions`), as read here. */
+export interface SentinelLayerOptions extends Common {
+  readonly name: string
+  readonly sentinels: ReadonlyArray<Address.HostPort>
+  readonly sentinelClientOptions?: RedisClientOptions | undefined
+  /** Options for the connections to the master (auth, TLS). */
+  readonly nodeClientOptions?: RedisClientOptions | undefined
+}
 
 /** The Sentinel options checked (no I/O), and the connect they describe. */
-export const prepareSentinel = (
-  options: SentinelTopology.SentinelOptions & Common
-): Effect.Effect<Connect, InvalidArgument> =>
+export const prepareSentinel = (options: SentinelLayerOptions): Effect.Effect<Connect, InvalidArgument> =>
   Effect.gen(function* () {
     const { connectTimeout, maxConnections } = yield* validate(options)
-    if (typeof options.name !== "string" || options.name.length === 0) {
-      return yield* invalid("name", options.name, "the master name must be a non-empty string")
-    }
-    if (!Array.isArray(options.sentinels) || options.sentinels.length === 0) {
-      return yield* invalid("sentinels", options.sentinels, "at least one sentinel is needed")
-    }
-    for (const node of options.sentinels) {
-      const problem = Address.checkHost(node?.host) ?? Address.checkPort(node?.port)
-      if (problem !== undefined) return yield* invalid("sentinels", node, problem)
-    }
+    yield* checkSentinels(options.name, options.sentinels)
     yield* checkClientOptions("nodeClientOptions", options.nodeClientOptions)
     yield* checkClientOptions("sentinelClientOptions", options.sentinelClientOptions)
     return Effect.gen(function* () {
@@ -51,17 +37,17 @@ export const prepareSentinel = (
         {
           name: options.name,
           sentinels: options.sentinels.map(({ host, port }) => ({ host, port })),
-          sentinelClientOptions: options.sentinelClientOptions,
-          nodeClientOptions: options.nodeClientOptions
+          links: nodeRedisLinks(options.sentinelClientOptions, options.nodeClientOptions),
+          description: "node-redis sentinel"
         },
         connectTimeout
       )
       const pool = yield* Pool.make({
         maxConnections,
         dialer: nodeRedisDialer(options.nodeClientOptions ?? {}),
-        sharedLanes: sentinelSharedLanes
+        sharedLanes: SentinelTopology.sharedLanes
       })
-      return yield* makeBackend(topology, pool, undefined, sentinelOptions)
+      return yield* makeBackend(topology, pool, undefined, SentinelTopology.backendOptions)
     })
   })
 
@@ -80,10 +66,10 @@ export const fromSharedSentinel = (
     const pool = yield* Pool.make({
       maxConnections,
       dialer: nodeRedisDialer(options.nodeClientOptions ?? {}),
-      sharedLanes: sentinelSharedLanes
+      sharedLanes: SentinelTopology.sharedLanes
     })
     return yield* makeBackend(SharedSentinelTopology.topology(sentinel), pool, undefined, {
-      ...sentinelOptions,
+      ...SentinelTopology.backendOptions,
       sharedSubscriber: true
     })
   })

@@ -15,15 +15,28 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
-import type { RedisClientOptions } from "redis"
 import * as Address from "../../connection/address.ts"
-import { classify } from "../../connection/classify.ts"
 import { replicaAddresses } from "../acknowledgement.ts"
 import type { Topology } from "../topology.ts"
+import type { Classify } from "../../connection/failures.ts"
+import type { Links } from "./links.ts"
 import { masterSubscriber } from "./masterSubscriber.ts"
 import { type Answer, ask, type Client, type SentinelClients, sentinelClients, type View } from "./sentinels.ts"
 
 const refreshEveryMillis = 1_000
+
+/**
+ * Shared connections to a Sentinel master: every lock operation goes to that one server, so it gets
+ * two, as the standalone layer does; a Cluster client keeps one per master (see `Pool.make`).
+ */
+export const sharedLanes = 2
+
+/**
+ * A Sentinel master takes every acquisition, so acknowledged ones that come together are committed
+ * as a group (one `ROLE` and one `WAIT` for several scripts); on Cluster batches per master stay
+ * small and it did not pay (see `replicated/groupCommit/`).
+ */
+export const backendOptions = { groupCommit: true } as const
 
 const noMaster = (name: string, why: string): LockRedisError =>
   new LockRedisError({
@@ -38,9 +51,9 @@ const noMaster = (name: string, why: string): LockRedisError =>
 export interface SentinelOptions {
   readonly name: string
   readonly sentinels: ReadonlyArray<Address.HostPort>
-  readonly sentinelClientOptions?: RedisClientOptions | undefined
-  /** Options for the wake-up subscriber's connection to the master (auth, TLS). */
-  readonly nodeClientOptions?: RedisClientOptions | undefined
+  /** The connections to the sentinels and the wake-up subscriber's to the master. */
+  readonly links: Links
+  readonly description: string
 }
 
 /** The view the sentinels' answers build, and one round of questions to all of them. */
@@ -65,9 +78,10 @@ export const connect = (
 ): Effect.Effect<Topology, LockRedisError | InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const { name } = options
-    const sentinels = yield* sentinelClients(options.sentinels, options.sentinelClientOptions)
-    const views = viewsOf(name, sentinels)
-    yield* firstView(views, name, sentinels.clients, timeoutMillis)
+    const { links } = options
+    const sentinels = yield* sentinelClients(options.sentinels, links)
+    const views = viewsOf(name, sentinels, links)
+    yield* firstView(views, name, sentinels.clients, timeoutMillis, links.classify)
 
     // Kept current in the background; `refresh` asks at once (one question in flight at a time).
     let refreshing = false
@@ -77,16 +91,21 @@ export const connect = (
       return views.observe.pipe(Effect.ensuring(Effect.sync(() => (refreshing = false))))
     })
     const scope = yield* Effect.scope
-    const wakeups = yield* masterSubscriber(() => views.view?.master, options.nodeClientOptions)
+    const subscriberLinks = links.subscriber
+    const wakeups =
+      subscriberLinks === undefined
+        ? undefined
+        : yield* masterSubscriber(() => views.view?.master, { subscriber: subscriberLinks, destroy: links.destroy })
+    const follow = wakeups?.follow ?? Effect.void
     yield* Effect.forkScoped(
-      Effect.forever(Effect.sleep(refreshEveryMillis).pipe(Effect.andThen(refreshNow), Effect.andThen(wakeups.follow)))
+      Effect.forever(Effect.sleep(refreshEveryMillis).pipe(Effect.andThen(refreshNow), Effect.andThen(follow)))
     )
 
-    const refresh = Effect.asVoid(Effect.forkIn(refreshNow.pipe(Effect.andThen(wakeups.follow)), scope))
+    const refresh = Effect.asVoid(Effect.forkIn(refreshNow.pipe(Effect.andThen(follow)), scope))
     const departed = departures(views, refresh)
 
     return {
-      description: "node-redis sentinel",
+      description: options.description,
       route: () => {
         const view = views.view
         return view?.master === undefined
@@ -101,11 +120,11 @@ export const connect = (
       isMaster: (_key, address) => views.view?.master !== undefined && Address.format(views.view.master) === address,
       refresh: () => refresh,
       publish: "PUBLISH",
-      subscriber: () => Promise.resolve(wakeups.subscriber)
+      subscriber: wakeups === undefined ? undefined : () => Promise.resolve(wakeups.subscriber)
     } satisfies Topology
   })
 
-const viewsOf = (name: string, sentinels: SentinelClients): Views => {
+const viewsOf = (name: string, sentinels: SentinelClients, links: Links): Views => {
   const views: Views = {
     view: undefined,
     lastWhy: "no sentinel answered",
@@ -113,7 +132,8 @@ const viewsOf = (name: string, sentinels: SentinelClients): Views => {
     observe: Effect.suspend(() =>
       Effect.forEach(
         [...sentinels.clients],
-        (client) => Effect.tap(ask(client, name), (answer) => Effect.sync(() => adopt(views, sentinels, answer))),
+        (client) =>
+          Effect.tap(ask(client, name, links.classify), (answer) => Effect.sync(() => adopt(views, sentinels, answer))),
         { concurrency: "unbounded" }
       )
     )
@@ -144,7 +164,8 @@ const firstView = (
   views: Views,
   name: string,
   clients: ReadonlyArray<Client>,
-  timeoutMillis: number
+  timeoutMillis: number,
+  classify: Classify
 ): Effect.Effect<void, LockRedisError | InvalidArgument> =>
   Effect.gen(function* () {
     while (true) {

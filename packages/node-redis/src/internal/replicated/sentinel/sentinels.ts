@@ -4,15 +4,12 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { LockRedisError } from "@sage/lock/LockError"
-import type { createClient, RedisClientOptions } from "redis"
 import * as Address from "../../connection/address.ts"
-import { isUnknownMasterReply } from "../../connection/classify.ts"
-import { makeClients } from "../../connection/clientClass.ts"
-import { defaultReconnect } from "../../connection/clients.ts"
-import { sendWithin } from "../../connection/commands.ts"
-import { destroyForGood } from "../../connection/teardown.ts"
+import { type Classify, isUnknownMasterReply } from "../../connection/failures.ts"
+import { sendWithin } from "../../connection/sending.ts"
+import type { Links, SentinelLink } from "./links.ts"
 
-export type Client = ReturnType<typeof createClient>
+export type Client = SentinelLink
 
 /** The master and its healthy replicas, as the best-informed sentinel reports them. */
 export interface View {
@@ -64,66 +61,52 @@ export interface SentinelClients {
 /** Clients to `sentinels`, connecting in the background; they and those discovered later close with the scope. */
 export const sentinelClients = (
   sentinels: ReadonlyArray<Address.HostPort>,
-  options: RedisClientOptions | undefined
+  links: Links
 ): Effect.Effect<SentinelClients, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const makeClient = makeClients()
     const clients = yield* Effect.acquireRelease(
-      Effect.sync(() => sentinels.map((node) => sentinelClient(makeClient, node, options))),
-      (clients) => Effect.sync(() => clients.forEach(destroyForGood))
+      Effect.sync(() => sentinels.map(links.sentinel)),
+      (clients) => Effect.sync(() => clients.forEach(links.destroy))
     )
     const known = new Set(sentinels.map(Address.format))
     const discover = (nodes: ReadonlyArray<Address.HostPort>): void => {
       for (const node of nodes) {
         if (known.has(Address.format(node)) || clients.length >= maxSentinels) continue
         known.add(Address.format(node))
-        clients.push(sentinelClient(makeClient, node, options))
+        clients.push(links.sentinel(node))
       }
     }
     return { clients, discover }
   })
-
-const sentinelClient = (
-  makeClient: (options: RedisClientOptions) => Client,
-  node: Address.HostPort,
-  options: RedisClientOptions | undefined
-): Client => {
-  const client = makeClient({
-    ...options,
-    socket: { reconnectStrategy: defaultReconnect, ...options?.socket, host: node.host, port: node.port },
-    // A question to a sentinel that is not connected fails at once; another sentinel answers it.
-    disableOfflineQueue: true
-  } as RedisClientOptions)
-  client.on("error", () => {})
-  // Never awaited: a stalled sentinel may hold its handshake forever, and nothing waits for it.
-  client.connect().catch(() => {})
-  return client
-}
 
 // One question, bounded by its own timer (`sendWithin`), with neither node-redis's `timeout` nor an
 // abort signal: on node-redis 5 a command given both can be unlinked from the queue twice (the
 // timeout after an abort), which throws from a timer callback, an uncaught exception, before 5.9,
 // and corrupts the queue's length after. A question abandoned by an interruption is answered and
 // ignored.
-const send = (client: Client, args: ReadonlyArray<string>): Effect.Effect<unknown, LockRedisError> =>
-  sendWithin(client, [...args], askTimeoutMillis).pipe(
+const send = (
+  client: Client,
+  args: ReadonlyArray<string>,
+  classify: Classify
+): Effect.Effect<unknown, LockRedisError> =>
+  sendWithin(client, [...args], askTimeoutMillis, classify).pipe(
     Effect.mapError((error) => new LockRedisError({ ...error, command: args.slice(0, 2).join(" ") }))
   )
 
 /** One sentinel's view of the master `name` and its healthy replicas. */
-export const ask = (client: Client, name: string): Effect.Effect<Answer> =>
+export const ask = (client: Client, name: string, classify: Classify): Effect.Effect<Answer> =>
   Effect.gen(function* () {
-    const master = pairs(yield* send(client, ["SENTINEL", "MASTER", name]))
+    const master = pairs(yield* send(client, ["SENTINEL", "MASTER", name], classify))
     const port = Number(master["port"])
     const epoch = Number(master["config-epoch"] ?? 0)
     const address = { host: master["ip"] ?? "", port }
     const usable = healthy(master) && !(master["flags"] ?? "").includes("failover_in_progress")
-    const replies = yield* send(client, ["SENTINEL", "REPLICAS", name])
+    const replies = yield* send(client, ["SENTINEL", "REPLICAS", name], classify)
     const listed = Array.isArray(replies) ? replies.map(pairs) : []
     const replicaAddresses = listed.filter(healthy).map((fields) => `${fields["ip"] ?? ""}:${fields["port"] ?? ""}`)
     const replicas = replicaAddresses.length
     const valid = usable && Address.checkHost(address.host) === undefined && Address.checkPort(port) === undefined
-    const others = yield* send(client, ["SENTINEL", "SENTINELS", name]).pipe(Effect.orElseSucceed(() => []))
+    const others = yield* send(client, ["SENTINEL", "SENTINELS", name], classify).pipe(Effect.orElseSucceed(() => []))
     return {
       master: valid ? address : undefined,
       replicas,
