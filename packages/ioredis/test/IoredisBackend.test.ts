@@ -54,6 +54,12 @@ const withLockOnce = (backend: Layer.Layer<LockBackend.LockBackend, InvalidArgum
     Effect.provide(Lock.layer({ namespace: "ioredis-test" }).pipe(Layer.provide(backend)))
   )
 
+/** Open sockets of this process to `port` (`_getActiveHandles` is undocumented; nothing else names a peer). */
+const socketsTo = (port: number): number =>
+  (
+    (process as unknown as { _getActiveHandles?: () => Array<{ remotePort?: number }> })._getActiveHandles?.() ?? []
+  ).filter((handle) => handle.remotePort === port).length
+
 describe("IoredisBackend", () => {
   it.effect("bad options and clients are InvalidArgument naming the field", () =>
     Effect.gen(function* () {
@@ -125,6 +131,32 @@ describe("IoredisBackend", () => {
       yield* Scope.close(scope, Exit.void)
       yield* Effect.sleep(200)
       assert.deepStrictEqual(yield* clientNames(server), [])
+    })
+  )
+
+  it.live("closing while the server is stalled leaves no socket of the lock's open (nothing keeps the process)", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const scope = yield* Scope.make()
+      const backend = yield* Scope.provide(IoredisBackend.make({ host: "127.0.0.1", port: server.port }), scope)
+      const layer = Lock.layer({ namespace: "ioredis-stalled" }).pipe(
+        Layer.provide(Layer.succeed(LockBackend.LockBackend, backend))
+      )
+      // Both connections and the subscriber open.
+      const held = Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.sleep(300)).pipe(Effect.provide(layer))
+      const waited = Lock.withLock("k", { waitTimeout: "5 seconds" })(Effect.void).pipe(
+        Effect.delay(50),
+        Effect.provide(layer)
+      )
+      yield* Effect.all([held, waited], { concurrency: "unbounded" })
+      assert.isAbove(socketsTo(server.port), 0)
+      yield* server.pause
+      yield* Effect.addFinalizer(() => Effect.ignore(server.resume))
+      yield* Scope.close(scope, Exit.void)
+      // A stalled server answers neither QUIT nor the FIN of a socket that is merely ended.
+      const start = Date.now()
+      while (socketsTo(server.port) > 0 && Date.now() - start < 3_000) yield* Effect.sleep(50)
+      assert.strictEqual(socketsTo(server.port), 0, "every socket to the stalled server is closed")
     })
   )
 

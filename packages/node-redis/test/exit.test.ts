@@ -131,6 +131,7 @@ layer(StandaloneLive, { excludeTestServices: true })(`a one-shot program on a ${
     ["effectRedis", "over EffectRedisBackend (wake-ups on) and NodeRedis.layer"],
     ["managedRuntime", "through a ManagedRuntime of the lock layer, disposed after the program"],
     ["runMain", "through NodeRuntime.runMain"],
+    ["ioredis", "over IoredisBackend.layer"],
     ["promiseClient", "through a PromiseClient (locks, permits, a lead, an observer), closed after its calls"]
   ]
   for (const [kind, label] of cases) {
@@ -156,6 +157,17 @@ layer(SentinelLive, { excludeTestServices: true })(`a one-shot program through $
       }),
     testTimeoutMillis
   )
+  it.effect(
+    "over IoredisBackend.layer with sentinels",
+    () =>
+      Effect.gen(function* () {
+        const topology = yield* Sentinel
+        yield* exitsPromptly("ioredisSentinel", {
+          sentinel: { name: topology.masterName, sentinels: topology.sentinelNodes }
+        })
+      }),
+    testTimeoutMillis
+  )
 })
 
 layer(ClusterLive, { excludeTestServices: true })(`a one-shot program on a ${flavor} Cluster exits`, (it) => {
@@ -165,6 +177,17 @@ layer(ClusterLive, { excludeTestServices: true })(`a one-shot program on a ${fla
       Effect.gen(function* () {
         const topology = yield* Cluster
         yield* exitsPromptly("cluster", {
+          rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+        })
+      }),
+    testTimeoutMillis
+  )
+  it.effect(
+    "over IoredisBackend.layerCluster",
+    () =>
+      Effect.gen(function* () {
+        const topology = yield* Cluster
+        yield* exitsPromptly("ioredisCluster", {
           rootNodes: topology.rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
         })
       }),

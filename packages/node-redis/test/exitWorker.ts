@@ -13,6 +13,9 @@
 // (Node lists the process's own stdout and stderr pipes to the parent as two `PipeWrap`: they never
 // hold it.)
 //
+// The ioredis cases load that package's backend by its file (this package cannot depend on the one
+// built on it).
+//
 // Run as `node --conditions=@sage/source exitWorker.ts <case> <json>`; `<json>` holds `namespace` and
 // what the case connects to (`url`, `sentinel: { name, sentinels }`, `rootNodes`).
 import { NodeRedis, NodeRuntime } from "@effect/platform-node"
@@ -40,6 +43,9 @@ export type Case =
   | "managedRuntime"
   | "runMain"
   | "promiseClient"
+  | "ioredis"
+  | "ioredisSentinel"
+  | "ioredisCluster"
 
 export interface Target {
   readonly namespace: string
@@ -125,6 +131,14 @@ const lockOver = <E, R>(backend: Layer.Layer<LockBackend, E, R>) =>
 
 const standalone = () => lockOver(NodeRedisBackend.layer({ url: target.url! }))
 
+/** What the ioredis cases use of `@sage/lock-ioredis`'s `IoredisBackend`. */
+interface IoredisBackendModule {
+  readonly layer: (options: object) => Layer.Layer<LockBackend, unknown>
+  readonly layerCluster: (nodes: ReadonlyArray<{ host: string; port: number }>) => Layer.Layer<LockBackend, unknown>
+}
+const ioredisBackend = (): Promise<IoredisBackendModule> =>
+  import(new URL("../../ioredis/src/IoredisBackend.ts", import.meta.url).href) as Promise<IoredisBackendModule>
+
 /** What remains, right after the program returned (two turns of the loop) and then every second. */
 const watch = (): void => {
   print(`closed ${now()}`)
@@ -176,6 +190,28 @@ const run = async (): Promise<void> => {
       return Effect.runPromise(
         program.pipe(Effect.provide(lockOver(NodeRedisBackend.layerCluster({ rootNodes: [...target.rootNodes!] }))))
       )
+    case "ioredis": {
+      const { hostname, port } = new URL(target.url!)
+      const IoredisBackend = await ioredisBackend()
+      return Effect.runPromise(
+        program.pipe(Effect.provide(lockOver(IoredisBackend.layer({ host: hostname, port: Number(port) }))))
+      )
+    }
+    case "ioredisSentinel": {
+      const IoredisBackend = await ioredisBackend()
+      const { name, sentinels } = target.sentinel!
+      return Effect.runPromise(
+        program.pipe(Effect.provide(lockOver(IoredisBackend.layer({ sentinels: [...sentinels], name }))))
+      )
+    }
+    case "ioredisCluster": {
+      const IoredisBackend = await ioredisBackend()
+      const nodes = target.rootNodes!.map(({ url }) => {
+        const { hostname, port } = new URL(url)
+        return { host: hostname, port: Number(port) }
+      })
+      return Effect.runPromise(program.pipe(Effect.provide(lockOver(IoredisBackend.layerCluster(nodes)))))
+    }
     case "managedRuntime": {
       const runtime = ManagedRuntime.make(standalone())
       try {
