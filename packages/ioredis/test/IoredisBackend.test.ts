@@ -14,6 +14,7 @@ import { Cluster, Redis } from "ioredis"
 import { Lock, LockBackend, LockScripts } from "@sage/lock"
 import { type InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import { FaultProxy, RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { clientOver, handoff, handoffsUntilWoken, show, wokenWithinMillis } from "@sage/lock-testkit/contract/Handoff"
 import * as IoredisBackend from "../src/IoredisBackend.ts"
 import { classify } from "../src/internal/classify.ts"
 import { ownedClient } from "./targets.ts"
@@ -244,6 +245,33 @@ describe("IoredisBackend", () => {
       }).pipe(Effect.provide(Lock.layer({ namespace: "ioredis-kill" }).pipe(Layer.provide(backend))))
       assert.isTrue(Exit.isSuccess(results[0]))
       assert.strictEqual(results[2], 3)
+    })
+  )
+
+  it.live("a wake-up subscriber that goes silent while reported ready is replaced, and wake-ups resume", () =>
+    Effect.gen(function* () {
+      const server = yield* RedisServer.start({ flavor })
+      const proxy = yield* FaultProxy.make({ upstreamPort: server.port })
+      const a = yield* Effect.flatMap(IoredisBackend.make({ host: "127.0.0.1", port: server.port }), clientOver)
+      // The waiter's connections go through the proxy: one for commands, one for its subscriptions.
+      // A 5 s lease keeps the 1 s backoff cap `handoff` counts on.
+      const b = yield* Lock.make({ namespace: "wake", leaseDuration: "5 seconds" }).pipe(
+        Effect.provideService(
+          LockBackend.LockBackend,
+          yield* IoredisBackend.make({ host: "127.0.0.1", port: proxy.port, connections: 1 })
+        )
+      )
+      const onServer = () => Effect.succeed(server)
+      assert.isBelow(yield* handoff(onServer, a, b, "k"), wokenWithinMillis, "wake-up works before the fault")
+      // Both connections forward nothing from now on; new ones pass.
+      yield* proxy.stallOpen
+      // The command connection is replaced first: an attempt times out, and the probe 5 s later.
+      yield* b.withLock("other", { waitTimeout: "25 seconds" })(Effect.void)
+      // The subscriber stays subscribed and hears nothing, so the waiter comes at its polls, until a
+      // wait that ran out has had its PING unanswered for 5 s: then it is replaced.
+      const { gaps, woken } = yield* handoffsUntilWoken(onServer, a, b, "k", 30_000)
+      assert.isTrue(woken, `handoff ms since the stall, in order: ${show(gaps)}`)
+      assert.isAbove(gaps.length, 3, "the first handoffs after the stall came by polling")
     })
   )
 

@@ -55,6 +55,7 @@ import * as SilentConnection from "./internal/connection/silentConnection.ts"
 import { fencedSet as fencedSetOver, type SetOptions, type SetResult } from "./internal/fencedSet.ts"
 import { valueText } from "./internal/options/valueText.ts"
 import { backendOver } from "./internal/standalone/commandBackend.ts"
+import { watchable } from "./internal/wakeups/watchable.ts"
 
 /**
  * One connection of the client: sends a command (its name first, then its arguments, all text) and
@@ -84,6 +85,28 @@ export interface Connection {
 export interface Subscriber {
   readonly subscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
   readonly unsubscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
+  /**
+   * The subscriber's one connection, for a backend that opened it itself: when a wait runs out
+   * without a message, it is asked `PING` (while `isReady`); unanswered for 5 seconds, it is closed
+   * (`close`) and every channel in use is subscribed again on a new subscriber (`Options.subscriber`
+   * is called again). Leave it out for a connection the application owns.
+   */
+  readonly connection?: SubscriberConnection | undefined
+}
+
+/**
+ * A subscriber's own connection, watched for silence (see `Subscriber.connection`).
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface SubscriberConnection {
+  /** Connected, and not closed since. */
+  readonly isReady: boolean
+  /** Sends one command (`PING`) on the subscribed connection. */
+  readonly send: (args: ReadonlyArray<string>) => Promise<unknown>
+  /** Closes it for good, whatever state it is in. */
+  readonly close: () => void
 }
 
 /**
@@ -192,10 +215,11 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
     const sends = (connections as ReadonlyArray<Connection>).map((connection) =>
       sendOver({ sendCommand: (args) => connection.send(args), onNoReply: connection.onNoReply }, classify)
     )
+    const subscriber = options.subscriber
     return yield* backendOver({
       description: String(options.description),
       sends: [sends[0]!, ...sends.slice(1)],
-      subscriber: options.subscriber,
+      subscriber: subscriber === undefined ? undefined : () => subscriber().then(watchable),
       classify,
       ordered: true
     })

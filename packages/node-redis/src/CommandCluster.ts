@@ -59,6 +59,7 @@ import { type DialedConnection, dialedConnections } from "./internal/pool/dialed
 import * as Pool from "./internal/pool/pool.ts"
 import { makeBackend } from "./internal/replicated/backend.ts"
 import { type SlotMap, slotMapTopology } from "./internal/replicated/cluster/slotMap.ts"
+import { watchable } from "./internal/wakeups/watchable.ts"
 
 export type { DialedConnection } from "./internal/pool/dialed.ts"
 export type { Shard, SlotMap } from "./internal/replicated/cluster/slotMap.ts"
@@ -126,5 +127,6 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
       resolve,
       dialer: dialedConnections(dial, classify)
     })
-    return yield* makeBackend(slotMapTopology(slots, String(options.description), subscriber), pool)
+    const watched = subscriber === undefined ? undefined : () => subscriber().then(watchable)
+    return yield* makeBackend(slotMapTopology(slots, String(options.description), watched), pool)
   })

@@ -28,7 +28,18 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
         duplicate.disconnect()
         throw error
       })
-      return subscriber
+      return {
+        ...subscriber,
+        // Watched for silence: a duplicate that answers no PING for 5 s is closed, and the next wait
+        // opens another.
+        connection: {
+          get isReady() {
+            return duplicate.status === "ready"
+          },
+          send: (args) => duplicate.call(args[0]!, ...args.slice(1)),
+          close: () => duplicate.disconnect()
+        }
+      }
     }
   })
 
