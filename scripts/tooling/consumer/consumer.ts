@@ -96,6 +96,8 @@ const OverAnyClient: Layer.Layer<LockBackend, LockError.InvalidArgument> = Layer
   LockBackendTag.LockBackend,
   CommandBackend.make({ description: "any client", connections: [anyClient] })
 )
+const OverIoredisSentinel: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
+  IoredisBackend.layer({ sentinels: [{ host: "127.0.0.1", port: 26379 }], name: "mymaster", sentinelPassword: "pw" })
 const OverIoredisCluster: Layer.Layer<LockBackend, LockError.InvalidArgument | LockError.LockRedisError> =
   IoredisBackend.layerCluster([{ host: "127.0.0.1", port: 7000 }], {
     maxConnections: 4,
@@ -110,6 +112,7 @@ const fencedOverIoredis: Effect.Effect<
 > = IoredisFencedWrite.set(application, { key: "{job}:state", value: "done", fencingToken: 42 })
 export const overIoredis = [
   OverApplicationClient,
+  OverIoredisSentinel,
   OverIoredisCluster,
   OverApplicationCluster,
   OverAnyClient,
