@@ -104,6 +104,12 @@ const describe = (value: unknown): string => {
   return String(value)
 }
 
+/** A time limit in milliseconds: a positive, finite number. */
+const checkMillis = (field: string, value: unknown): Effect.Effect<void, InvalidArgument> =>
+  typeof value === "number" && value > 0 && Number.isFinite(value)
+    ? Effect.void
+    : Effect.fail(invalid(field, value, "must be a positive number of milliseconds"))
+
 const sentinelsOf = (options: unknown): unknown =>
   typeof options === "object" && options !== null ? (options as { readonly sentinels?: unknown }).sentinels : undefined
 
@@ -131,9 +137,7 @@ export const make = (
     if (!Number.isInteger(connections) || connections < 1 || connections > 16) {
       return yield* invalid("connections", connections, "must be an integer from 1 to 16")
     }
-    if (typeof connectTimeout !== "number" || !(connectTimeout > 0) || !Number.isFinite(connectTimeout)) {
-      return yield* invalid("connectTimeout", connectTimeout, "must be a positive number of milliseconds")
-    }
+    yield* checkMillis("connectTimeout", connectTimeout)
     if (typeof wakeups !== "boolean") return yield* invalid("wakeups", wakeups, "must be a boolean")
     // The first client opened: the wake-up subscriber is a duplicate of it.
     let first: Redis | undefined
@@ -244,13 +248,7 @@ const sentinelBackend = (
     }
     const settings = sentinelSettings(redisOptions as RedisOptions)
     const connectTimeoutMillis = options.connectTimeout ?? 10_000
-    if (
-      typeof connectTimeoutMillis !== "number" ||
-      !(connectTimeoutMillis > 0) ||
-      !Number.isFinite(connectTimeoutMillis)
-    ) {
-      return yield* invalid("connectTimeout", connectTimeoutMillis, "must be a positive number of milliseconds")
-    }
+    yield* checkMillis("connectTimeout", connectTimeoutMillis)
     return yield* CommandSentinel.make({
       description,
       name: settings.name,
@@ -323,13 +321,7 @@ export const makeCluster = (
       return yield* invalid("options", options, "must be an options object")
     }
     const { connectTimeoutMillis = 10_000, maxConnections, wakeups, ...clusterOptions } = options
-    if (
-      typeof connectTimeoutMillis !== "number" ||
-      !(connectTimeoutMillis > 0) ||
-      !Number.isFinite(connectTimeoutMillis)
-    ) {
-      return yield* invalid("connectTimeoutMillis", connectTimeoutMillis, "must be a positive number of milliseconds")
-    }
+    yield* checkMillis("connectTimeoutMillis", connectTimeoutMillis)
     if (maxConnections !== undefined && (!Number.isInteger(maxConnections) || maxConnections < 1)) {
       return yield* invalid("maxConnections", maxConnections, "must be an integer of at least 1")
     }

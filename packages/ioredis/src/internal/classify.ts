@@ -9,24 +9,15 @@ const offline = "Stream isn't writeable and enableOfflineQueue options is false"
 const commandTimedOut = "Command timed out"
 
 /**
- * What a command gets that was still waiting on a connection the lock replaced because it went
- * silent (silentConnection.ts): the command may have reached the server; a retry goes to the new
- * connection.
+ * What a command gets that was still waiting on a connection of the lock's own that went away under
+ * it: replaced because it went silent (silentConnection.ts), or a Cluster pool connection whose
+ * socket closed (a failover, a node restarting), which the pool never reconnects. ioredis would
+ * read either as a client closed for good. The command may have reached the server; a retry takes
+ * another connection.
  */
-export class Replaced extends Error {
-  constructor(cause: unknown) {
-    super("the connection went silent and was replaced", { cause })
-  }
-}
-
-/**
- * What a command gets that was waiting on a connection of the Cluster backend's pool when its socket
- * closed (a failover, a node restarting): the pool never reconnects one, so ioredis reads it as a
- * client closed for good. The command may have reached the server; a retry takes another connection.
- */
-export class Dropped extends Error {
-  constructor(cause: unknown) {
-    super("the connection closed before the reply came", { cause })
+export class ConnectionGone extends Error {
+  constructor(why: string, cause: unknown) {
+    super(why, { cause })
   }
 }
 
@@ -39,7 +30,7 @@ const failure = (
 /** Turns anything ioredis rejected a command with into a classified `LockRedisError`. */
 export const classify = (command: string, error: unknown): LockRedisError => {
   if (!(error instanceof Error)) return otherFailure(command, error)
-  if (error instanceof Replaced || error instanceof Dropped) {
+  if (error instanceof ConnectionGone) {
     return failure(
       command,
       { kind: "connection", code: "DISCONNECTED", reply: error.message, retryable: true, mayHaveExecuted: true },

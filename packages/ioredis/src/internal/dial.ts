@@ -3,7 +3,7 @@
 // command while disconnected: the pool drops a broken one and opens another.
 import type { RedisOptions } from "ioredis"
 import type { DialedConnection } from "@sage/lock-node-redis/CommandCluster"
-import { Dropped } from "./classify.ts"
+import { ConnectionGone } from "./classify.ts"
 import { nodeClient } from "./nodeClient.ts"
 
 const closed = new Set(["close", "end", "disconnecting"])
@@ -41,7 +41,9 @@ export const dial =
       send: (args) =>
         redis.call(args[0]!, ...args.slice(1)).catch((error: unknown) => {
           // A socket that closed under a command, not the pool closing it: worth retrying elsewhere.
-          throw !destroyed && closed.has(redis.status) ? new Dropped(error) : error
+          throw !destroyed && closed.has(redis.status)
+            ? new ConnectionGone("the connection closed before the reply came", error)
+            : error
         }),
       destroy: () => {
         destroyed = true

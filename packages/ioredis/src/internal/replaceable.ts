@@ -1,10 +1,10 @@
 // An ioredis client the backend opened, as `CommandBackend.replaceWhenSilent` needs it: it reports
 // ready by its `status`, announces each new connection with `ready`, and is closed at once with
 // `disconnect()`. Its commands still waiting then fail with ioredis's "Connection is closed.", which
-// would read as a client closed for good: they fail as `Replaced` instead, retryable.
+// would read as a client closed for good: they fail as `ConnectionGone` instead, retryable.
 import type { Redis } from "ioredis"
 import type * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
-import { Replaced } from "./classify.ts"
+import { ConnectionGone } from "./classify.ts"
 
 export const replaceable = (redis: Redis): CommandBackend.ReplaceableClient => {
   let replaced = false
@@ -14,7 +14,7 @@ export const replaceable = (redis: Redis): CommandBackend.ReplaceableClient => {
     },
     send: (args) =>
       redis.call(args[0]!, ...args.slice(1)).catch((error: unknown) => {
-        throw replaced ? new Replaced(error) : error
+        throw replaced ? new ConnectionGone("the connection went silent and was replaced", error) : error
       }),
     on: (event, listener) => redis.on(event, listener),
     destroy: () => {
