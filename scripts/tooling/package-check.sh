@@ -60,8 +60,8 @@ pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
   --include-entrypoints ./KeyCodec ./Lease ./Lock ./LockBackend ./LockError ./LockMetrics ./LockScripts ./MemoryBackend \
   ./Semaphore ./SemaphoreScripts ./SemaphoreMetrics ./ReadWriteLock ./Election ./ElectionScripts ./ElectionMetrics ./Leadership \
   ./PromiseClient
-pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend ./CommandBackend ./CommandCluster
-pnpm exec attw --profile esm-only --format table-flipped "$ioredis_tgz" --include-entrypoints ./IoredisBackend ./IoredisFencedWrite
+pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend ./CommandBackend ./CommandCluster ./CommandSentinel ./CommandAdmin ./SemaphoreAdmin
+pnpm exec attw --profile esm-only --format table-flipped "$ioredis_tgz" --include-entrypoints ./IoredisBackend ./IoredisFencedWrite ./IoredisAdmin
 pnpm exec attw --profile esm-only --format table-flipped "$cli_tgz" --include-entrypoints ./Cli ./CommandFailed
 
 # The backend over Effect's Redis service needs nothing from @effect/platform-node, but its examples

@@ -19,3 +19,10 @@ export * as IoredisBackend from "./IoredisBackend.ts"
  * @since 0.4.0
  */
 export * as IoredisFencedWrite from "./IoredisFencedWrite.ts"
+
+/**
+ * Seeing and clearing locks and semaphores over an ioredis client, for operators.
+ *
+ * @since 0.4.0
+ */
+export * as IoredisAdmin from "./IoredisAdmin.ts"

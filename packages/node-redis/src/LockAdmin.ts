@@ -12,64 +12,16 @@
  *
  * @since 0.2.0
  */
-import * as Effect from "effect/Effect"
-import { LockScripts } from "@sage/lock"
-import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
-import {
-  checkLockKey,
-  type Client,
-  confirmForce,
-  type ForceReleaseOptions,
-  namespaceKeys,
-  send
-} from "./internal/admin.ts"
-import { commandTimeout } from "./internal/options/commandTimeout.ts"
-import { unexpected } from "./internal/replies.ts"
+import type * as Effect from "effect/Effect"
+import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
+import * as Locks from "./internal/admin/locks.ts"
+import { type Client, targetOf } from "./internal/admin/nodeRedisTarget.ts"
+import type { ForceReleaseOptions } from "./internal/admin/target.ts"
+import type { LockInfo } from "./internal/admin/locks.ts"
 
-export type { ClusterClient, Client, ForceReleaseOptions, SentinelClient, SingleNodeClient } from "./internal/admin.ts"
-
-/**
- * What the server says about one lock.
- *
- * @category models
- * @since 0.2.0
- */
-export interface LockInfo {
-  /** The lock's Redis key (`<namespace>:{<key>}`). */
-  readonly key: string
-  /** Whether some client holds the lock now. */
-  readonly held: boolean
-  /** How long the current lease has left, in milliseconds, when held. */
-  readonly remainingMillis: number | undefined
-  /** The last fencing token issued for the lock (the holder's, when held), if the server still has it. */
-  readonly lastFencingToken: number | undefined
-  /** How many clients are registered as waiting for it (registrations that have lapsed are not counted). */
-  readonly waiters: number
-}
-
-// One atomic read of a lock's keys (they share a hash tag, so one slot). Waiters are counted from
-// when each registration lapses (KEYS[3], server ms): a waiter that died or stopped refreshing stays
-// in the queue until the next script that purges it, but it no longer waits. Sent with `EVAL_RO`,
-// which declares its keys read-only: a user whose keys are `%R~<namespace>:*` may run it (`EVAL`
-// declares its keys read-write, so it would need write access to read).
-const readScript = `local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return {redis.call("PTTL", KEYS[1]), redis.call("GET", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "(" .. string.format("%d", now), "+inf")}`
-
-const infoOf = (key: string, reply: unknown): Effect.Effect<LockInfo, LockRedisError> => {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number" || typeof reply[2] !== "number") {
-    return Effect.fail(unexpected("inspect", reply))
-  }
-  const [pttl, fence, waiters] = reply as [number, unknown, number]
-  const token = typeof fence === "string" ? Number(fence) : Number.NaN
-  return Effect.succeed({
-    key,
-    held: pttl !== -2,
-    remainingMillis: pttl >= 0 ? pttl : undefined,
-    lastFencingToken: Number.isSafeInteger(token) ? token : undefined,
-    waiters
-  })
-}
+export type { ClusterClient, Client, SentinelClient, SingleNodeClient } from "./internal/admin/nodeRedisTarget.ts"
+export type { ForceReleaseOptions } from "./internal/admin/target.ts"
+export type { LockInfo } from "./internal/admin/locks.ts"
 
 /**
  * What the server says about one lock, read atomically.
@@ -94,14 +46,7 @@ export const inspect = (
   client: Client,
   key: string,
   options?: { readonly timeoutMillis?: number | undefined }
-): Effect.Effect<LockInfo, LockRedisError | InvalidArgument> =>
-  Effect.gen(function* () {
-    const lockKey = yield* checkLockKey(key)
-    const timeoutMillis = yield* commandTimeout(options?.timeoutMillis, 2_000)
-    const [, , waitingUntil] = LockScripts.keysOf(lockKey)
-    const args = ["EVAL_RO", readScript, "3", lockKey, LockScripts.fenceKey(lockKey), waitingUntil]
-    return yield* infoOf(lockKey, yield* send(client, lockKey, args, timeoutMillis))
-  })
+): Effect.Effect<LockInfo, LockRedisError | InvalidArgument> => Locks.inspect(targetOf(client), key, options)
 
 /**
  * Every lock of a namespace that the servers know about (held, or free with its fencing token or
@@ -125,11 +70,7 @@ export const list = (
   namespace: string,
   options?: { readonly timeoutMillis?: number | undefined }
 ): Effect.Effect<ReadonlyArray<LockInfo>, LockRedisError | InvalidArgument> =>
-  Effect.gen(function* () {
-    const timeoutMillis = yield* commandTimeout(options?.timeoutMillis, 2_000)
-    const keys = yield* namespaceKeys(client, namespace, timeoutMillis)
-    return yield* Effect.forEach(keys, (key) => inspect(client, key, { timeoutMillis }), { concurrency: 16 })
-  })
+  Locks.list(targetOf(client), namespace, options)
 
 /**
  * Deletes a lock's key whoever holds it. **Dangerous**: if the holder is alive, its body keeps
@@ -155,11 +96,4 @@ export const forceRelease = (
   client: Client,
   key: string,
   options: ForceReleaseOptions
-): Effect.Effect<boolean, LockRedisError | InvalidArgument> =>
-  Effect.gen(function* () {
-    yield* confirmForce(options)
-    const lockKey = yield* checkLockKey(key)
-    const timeoutMillis = yield* commandTimeout(options.timeoutMillis, 2_000)
-    const reply = yield* send(client, lockKey, ["DEL", lockKey], timeoutMillis)
-    return reply === 1
-  })
+): Effect.Effect<boolean, LockRedisError | InvalidArgument> => Locks.forceRelease(targetOf(client), key, options)

@@ -48,6 +48,15 @@ export * as CommandCluster from "./CommandCluster.ts"
 export * as CommandSentinel from "./CommandSentinel.ts"
 
 /**
+ * `LockAdmin` and `SemaphoreAdmin` over any client that can send a command to a key's master (what
+ * `@sage/lock-ioredis`'s `IoredisAdmin` is built on). Import it from
+ * `@sage/lock-node-redis/CommandAdmin` to leave node-redis unloaded.
+ *
+ * @since 0.4.0
+ */
+export * as CommandAdmin from "./CommandAdmin.ts"
+
+/**
  * Writes to Redis data that a stale lock holder cannot overwrite, checked by fencing token.
  *
  * @since 0.2.0

@@ -8,7 +8,7 @@ import * as LockBackendTag from "@sage/lock/LockBackend"
 import * as LockModule from "@sage/lock/Lock"
 import { FencedWrite, NodeRedisBackend } from "@sage/lock-node-redis"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
-import { IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
+import { IoredisAdmin, IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
 import { Cluster, Redis } from "ioredis"
 
 const LockLive: Layer.Layer<Lock.Lock, LockError.InvalidArgument | LockError.LockRedisError> = Lock.layer({
@@ -110,6 +110,12 @@ const fencedOverIoredis: Effect.Effect<
   IoredisFencedWrite.SetResult,
   LockError.LockRedisError | LockError.InvalidArgument
 > = IoredisFencedWrite.set(application, { key: "{job}:state", value: "done", fencingToken: 42 })
+const heldOverIoredis: Effect.Effect<
+  ReadonlyArray<IoredisAdmin.LockInfo>,
+  LockError.LockRedisError | LockError.InvalidArgument
+> = IoredisAdmin.listLocks(new Cluster([{ host: "127.0.0.1", port: 7000 }], { lazyConnect: true }), "billing")
+const permitsOverIoredis: Effect.Effect<number, LockError.LockRedisError | LockError.InvalidArgument> =
+  IoredisAdmin.inspectSemaphore(application, "semaphore:{gpu}").pipe(Effect.map((info) => info.used))
 export const overIoredis = [
   OverApplicationClient,
   OverIoredisSentinel,
@@ -117,5 +123,7 @@ export const overIoredis = [
   OverApplicationCluster,
   OverAnyClient,
   ioLocks,
-  fencedOverIoredis
+  fencedOverIoredis,
+  heldOverIoredis,
+  permitsOverIoredis
 ] as const

@@ -9,7 +9,7 @@ import { createServer, connect } from "node:net"
 import { Effect, Layer, Option } from "effect"
 import { Lock, LockError, PromiseClient } from "@sage/lock"
 import { NodeRedisBackend } from "@sage/lock-node-redis"
-import { IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
+import { IoredisAdmin, IoredisBackend, IoredisFencedWrite } from "@sage/lock-ioredis"
 import { Redis } from "ioredis"
 
 const freePort = () =>
@@ -156,6 +156,17 @@ try {
     if (fenced[0]._tag !== "Written" || fenced[1]._tag !== "Stale") {
       failures.push(`ioredis: FencedWrite.set gave ${JSON.stringify(fenced)}`)
     }
+    // The admin functions over the same client see a lock held through it.
+    const seen = await Effect.runPromise(
+      Effect.succeed("inside").pipe(
+        Effect.andThen(IoredisAdmin.inspectLock(ioredis, "consumer-smoke:{io-admin}")),
+        Lock.withLock("io-admin", { waitTimeout: "2 seconds" }),
+        Effect.provide(
+          Lock.layer({ namespace: "consumer-smoke" }).pipe(Layer.provide(IoredisBackend.layerFromClient(ioredis)))
+        )
+      )
+    )
+    if (seen.held !== true) failures.push(`ioredis: IoredisAdmin.inspectLock saw ${JSON.stringify(seen)}`)
   } finally {
     await ioLocks.close()
     await ioredis.quit()

@@ -1,86 +1,24 @@
-// What the admin functions share (LockAdmin.ts, SemaphoreAdmin.ts): the clients they accept, sending
-// one command to the node that owns a key, checking a key's format, finding a namespace's keys by
-// SCAN, and the `{ force: true }` confirmation.
+// What the admin functions (locks.ts, semaphores.ts) work over, whatever the client: the node that
+// owns a key, the masters a namespace's keys may be on, and whether wake-ups are sharded; and what
+// they share: checking a key's format, finding a namespace's keys by SCAN, and the `{ force: true }`
+// confirmation.
 import * as Effect from "effect/Effect"
 import { InvalidArgument, type LockRedisError } from "@sage/lock/LockError"
-import { classify } from "./connection/classify.ts"
-import { type CommandClient, sendWithin } from "./connection/commands.ts"
-import { valueText } from "./options/valueText.ts"
-import { unexpected } from "./replies.ts"
+import { valueText } from "../options/valueText.ts"
+import { unexpected } from "../replies.ts"
 
-/**
- * A client that sends commands to the one node holding every key (a standalone `createClient`).
- *
- * @category models
- * @since 0.2.0
- */
-export interface SingleNodeClient {
-  sendCommand(args: Array<string>): Promise<unknown>
+/** Sends one command to one node within a time limit. */
+export type NodeSend = (args: Array<string>, timeoutMillis: number) => Effect.Effect<unknown, LockRedisError>
+
+/** A deployment as the admin functions see it. */
+export interface AdminTarget {
+  /** Sends one command to the master holding `key` (a lock's or semaphore's keys share one slot). */
+  readonly send: (key: string, args: Array<string>, timeoutMillis: number) => Effect.Effect<unknown, LockRedisError>
+  /** Every master, each once: where a namespace's keys may be. */
+  readonly masters: Effect.Effect<ReadonlyArray<NodeSend>, LockRedisError>
+  /** Whether releases wake waiters with `SPUBLISH` (Cluster) instead of `PUBLISH`. */
+  readonly sharded: boolean
 }
-
-/**
- * What the admin functions need of a node-redis Sentinel client (`createSentinel`): its
- * `sendCommand` takes `isReadonly` first, and every command is sent as a write, so it goes to the
- * master, where the lock's keys are.
- *
- * @category models
- * @since 0.2.0
- */
-export interface SentinelClient {
-  getMasterNode(): unknown
-  sendCommand(
-    isReadonly: boolean | undefined,
-    args: Array<string>,
-    options?: { readonly timeout?: number }
-  ): Promise<unknown>
-}
-
-/**
- * What the admin functions need of a node-redis Cluster client (`createCluster`).
- *
- * @category models
- * @since 0.2.0
- */
-export interface ClusterClient {
-  readonly masters: ReadonlyArray<unknown>
-  nodeClient(node: never): unknown
-  sendCommand(firstKey: string, isReadonly: boolean, args: Array<string>): Promise<unknown>
-}
-
-/**
- * Any client the admin functions accept.
- *
- * @category models
- * @since 0.2.0
- */
-export type Client = SingleNodeClient | SentinelClient | ClusterClient
-
-export const isCluster = (client: Client): client is ClusterClient => "masters" in client && "nodeClient" in client
-
-export const isSentinel = (client: Client): client is SentinelClient => "getMasterNode" in client
-
-/** A Sentinel client seen as the one node it sends to (the master: every command is a write). */
-export const masterOf = (client: SentinelClient): CommandClient => ({
-  sendCommand: (args, options) => client.sendCommand(false, args, options)
-})
-
-export const send = (
-  client: Client,
-  routeKey: string,
-  args: Array<string>,
-  timeoutMillis: number
-): Effect.Effect<unknown, LockRedisError> =>
-  isCluster(client)
-    ? Effect.tryPromise({
-        try: () => client.sendCommand(routeKey, false, args),
-        catch: (error) => classify(args[0] ?? "command", error)
-      }).pipe(
-        Effect.timeoutOrElse({
-          duration: timeoutMillis,
-          orElse: () => Effect.fail(classify(args[0] ?? "command", new Error(`no reply within ${timeoutMillis} ms`)))
-        })
-      )
-    : sendWithin(isSentinel(client) ? masterOf(client) : client, args, timeoutMillis)
 
 export const checkLockKey = (key: string): Effect.Effect<string, InvalidArgument> =>
   /^[^{}]+:\{[^{}]+\}$/.test(key)
@@ -105,7 +43,7 @@ const lockKeyOf = (namespace: string, key: string): string | undefined => {
 
 /** Every lock of `namespace` with a key on one node (the lock key or a companion), by SCAN. */
 const scanNode = (
-  node: CommandClient,
+  send: NodeSend,
   namespace: string,
   timeoutMillis: number
 ): Effect.Effect<Array<string>, LockRedisError> =>
@@ -113,8 +51,7 @@ const scanNode = (
     const found: Array<string> = []
     let cursor = "0"
     do {
-      const reply = yield* sendWithin(
-        node,
+      const reply = yield* send(
         ["SCAN", cursor, "MATCH", `${globEscape(namespace)}:{*`, "COUNT", "1000"],
         timeoutMillis
       )
@@ -133,7 +70,7 @@ const scanNode = (
  * each once, in order: `SCAN` may return a key twice, and a lock has several keys.
  */
 export const namespaceKeys = (
-  client: Client,
+  target: AdminTarget,
   namespace: string,
   timeoutMillis: number
 ): Effect.Effect<ReadonlyArray<string>, LockRedisError | InvalidArgument> =>
@@ -147,14 +84,7 @@ export const namespaceKeys = (
         })
       )
     }
-    const nodes: ReadonlyArray<CommandClient> = isCluster(client)
-      ? yield* Effect.forEach(client.masters, (master) =>
-          Effect.tryPromise({
-            try: async () => (await client.nodeClient(master as never)) as SingleNodeClient,
-            catch: (error) => classify("connect", error)
-          })
-        )
-      : [isSentinel(client) ? masterOf(client) : client]
+    const nodes = yield* target.masters
     const keys = (yield* Effect.forEach(nodes, (node) => scanNode(node, namespace, timeoutMillis))).flat()
     return [...new Set(keys)].sort()
   })
