@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks what gets published, the way a user receives it (part of `npm test`):
-#   1. packs @sage/lock, @sage/lock-node-redis, @sage/lock-ioredis and @sage/lock-cli as `npm run pack` does (pack.sh:
-#      `pnpm pack`, whose prepack builds dist/);
+#   1. packs @sage/lock, @sage/lock-node-redis, @sage/lock-ioredis, @sage/lock-cli and @sage/lock-testkit as
+#      `npm run pack` does (pack.sh: `pnpm pack`, whose prepack builds dist/);
 #   2. runs publint and @arethetypeswrong/cli (ESM-only profile) on the tarballs;
 #   3. installs the tarballs with effect, redis and ioredis from the npm registry into a fresh temporary
 #      project outside the workspace (one copy of each: the CLI shares the application's), and runs a
@@ -13,7 +13,9 @@
 #      again with Node 24;
 #   6. runs the program and the NodeNext type-check again with the oldest `redis` the backend's peer
 #      range accepts, the oldest `ioredis` the ioredis backend's accepts, then with the oldest
-#      `effect` the packages' peer range accepts.
+#      `effect` the packages' peer range accepts;
+#   7. installs the test kit's tarball with vitest in another fresh project and runs the contract suite
+#      from it on the in-memory backend, as a third-party backend's tests would (contract/).
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -34,14 +36,15 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-step "build and pack as the README's from-source path does (pack.sh; @sage/lock first, then the backend and the CLI)"
+step "build and pack as the README's from-source path does (pack.sh; @sage/lock first, then the others)"
 bash "$here/pack.sh" "$work/tarballs"
 lock_tgz=$(ls "$work"/tarballs/sage-lock-0*.tgz)
 backend_tgz=$(ls "$work"/tarballs/sage-lock-node-redis-*.tgz)
 ioredis_tgz=$(ls "$work"/tarballs/sage-lock-ioredis-*.tgz)
 cli_tgz=$(ls "$work"/tarballs/sage-lock-cli-*.tgz)
+testkit_tgz=$(ls "$work"/tarballs/sage-lock-testkit-*.tgz)
 ls -l "$work/tarballs"
-for tgz in "$lock_tgz" "$backend_tgz" "$ioredis_tgz" "$cli_tgz"; do
+for tgz in "$lock_tgz" "$backend_tgz" "$ioredis_tgz" "$cli_tgz" "$testkit_tgz"; do
   # pnpm swaps in publishConfig.exports; the workspace-only source condition must not ship.
   if tar xzf "$tgz" -O package/package.json | grep -q '"@sage/source"'; then
     echo "package-check: $(basename "$tgz") still exports the @sage/source condition" >&2
@@ -54,6 +57,7 @@ pnpm exec publint --strict "$lock_tgz"
 pnpm exec publint --strict "$backend_tgz"
 pnpm exec publint --strict "$ioredis_tgz"
 pnpm exec publint --strict "$cli_tgz"
+pnpm exec publint --strict "$testkit_tgz"
 
 step "are the types wrong (ESM-only: node16 from ESM and bundler)"
 pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
@@ -63,6 +67,8 @@ pnpm exec attw --profile esm-only --format table-flipped "$lock_tgz" \
 pnpm exec attw --profile esm-only --format table-flipped "$backend_tgz" --include-entrypoints ./FencedWrite ./LockAdmin ./NodeRedisBackend ./EffectRedisBackend ./CommandBackend ./CommandCluster ./CommandSentinel ./CommandAdmin ./SemaphoreAdmin
 pnpm exec attw --profile esm-only --format table-flipped "$ioredis_tgz" --include-entrypoints ./IoredisBackend ./IoredisFencedWrite ./IoredisAdmin
 pnpm exec attw --profile esm-only --format table-flipped "$cli_tgz" --include-entrypoints ./Cli ./CommandFailed
+pnpm exec attw --profile esm-only --format table-flipped "$testkit_tgz" --include-entrypoints ./RedisServer ./SentinelTopology \
+  ./ClusterTopology ./Faults ./ServerBinary ./contract/LockContract ./contract/ServerControl
 
 # The backend over Effect's Redis service needs nothing from @effect/platform-node, but its examples
 # use NodeRedis.layer as an app would, so the consumer installs it at the effect version.
@@ -180,7 +186,25 @@ if [ "$effect_oldest" != "$effect_version" ]; then
   rerun_with effect "$effect_oldest" "@effect/platform-node@$effect_oldest"
 fi
 
-step "type-check the test kit's examples in the workspace (the kit is private, never packed)"
+# The contract suite as a third-party backend runs it: the packed kit and @sage/lock installed from
+# their tarballs beside vitest and @effect/vitest from the registry, in a project of their own.
+vitest_version=$(node -p 'require("./packages/testkit/package.json").devDependencies.vitest')
+effect_vitest_version=$(node -p 'require("./packages/testkit/package.json").devDependencies["@effect/vitest"]')
+step "run the contract suite from the packed test kit (vitest@$vitest_version) on the in-memory backend"
+kit_app="$work/kit"
+mkdir -p "$kit_app"
+cp "$here/contract/contract.test.ts" "$here/contract/tsconfig.json" "$kit_app/"
+cat >"$kit_app/package.json" <<JSON
+{ "name": "sage-lock-contract-consumer", "private": true, "type": "module" }
+JSON
+(cd "$kit_app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
+  "$lock_tgz" "$testkit_tgz" "effect@$effect_version" "vitest@$vitest_version" \
+  "@effect/vitest@$effect_vitest_version" "@types/node@$types_node_version")
+"$tsc" -p "$kit_app/tsconfig.json"
+echo "contract suite, NodeNext type-check: ok"
+(cd "$kit_app" && ./node_modules/.bin/vitest run --reporter=dot)
+
+step "type-check the test kit's examples in the workspace"
 kit="$root/.tmp/examples-testkit"
 node "$here/examples.ts" --testkit "$kit/examples"
 mkdir -p "$kit/node_modules/@sage"

@@ -3,7 +3,7 @@
  * runs as a `testcontainers` GenericContainer ("redis:7", "valkey/valkey:8", "redis:8.0" or
  * "valkey/valkey:9.1", port 6379 mapped to a random host port) with the kit's usual flags.
  *
- * `testcontainers` is a devDependency of the kit, imported only in this mode; no Docker engine (or a
+ * `testcontainers` is an optional peer dependency of the kit, imported only in this mode; no Docker engine (or a
  * missing package) is a `TestkitError` (reason `DockerUnavailable`) that says so. Supported:
  * admin commands and `kill` (container stop). Not supported (fail with reason `Unsupported`): `pause`,
  * `resume`, `restart` (a restarted container may get another host port). `pid` is -1 and `dir` is "".
