@@ -8,10 +8,17 @@ import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import { Lock } from "@sage/lock"
 import { LockBackend } from "@sage/lock/LockBackend"
-import { ClusterTopology, Faults, type RedisServer, ServerBinary } from "@sage/lock-testkit"
+import { ClusterTopology, FaultProxy, Faults, type RedisServer, ServerBinary } from "@sage/lock-testkit"
 import { heldAcrossFailover } from "@sage/lock-testkit/contract/HeldAcrossFailover"
 import * as ReplicaAcknowledgement from "@sage/lock-testkit/contract/ReplicaAcknowledgement"
-import { clientOver, handoff, median, show, wokenWithinMillis } from "@sage/lock-testkit/contract/Handoff"
+import {
+  clientOver,
+  handoff,
+  handoffsUntilWoken,
+  median,
+  show,
+  wokenWithinMillis
+} from "@sage/lock-testkit/contract/Handoff"
 import * as IoredisBackend from "../src/IoredisBackend.ts"
 import { ownedCluster } from "./targets.ts"
 
@@ -96,6 +103,38 @@ describe(`ioredis cluster on ${flavor}`, () => {
         yield* Deferred.succeed(held, undefined)
         yield* Fiber.join(waiting)
         yield* Fiber.join(waiter)
+      }),
+    120_000
+  )
+
+  it.live(
+    "a master's sharded subscriber connection that goes silent is closed, ioredis opens another, and wake-ups resume",
+    () =>
+      Effect.gen(function* () {
+        const topology = yield* ClusterTopology.start({ flavor: flavor!, nodeTimeoutMillis: 8_000 })
+        const a = yield* Effect.flatMap(IoredisBackend.makeCluster(topology.rootNodes), clientOver)
+        // The waiter reaches every node through a proxy of its own (ioredis's natMap); a 5 s lease
+        // keeps the 1 s backoff cap `handoff` counts on.
+        const proxies = yield* Effect.forEach(topology.nodes, (node) => FaultProxy.make({ upstreamPort: node.port }))
+        const natMap = Object.fromEntries(
+          topology.nodes.map((node, i) => [`127.0.0.1:${node.port}`, { host: "127.0.0.1", port: proxies[i]!.port }])
+        )
+        const backend = yield* IoredisBackend.makeCluster(
+          proxies.slice(0, 3).map((proxy) => ({ host: "127.0.0.1", port: proxy.port })),
+          { natMap }
+        )
+        const b = yield* clientOn(backend, { namespace: "wake", leaseDuration: "5 seconds" })
+        const nodeFor = (lockKey: string) => topology.masterFor(lockKey)
+        assert.isBelow(yield* handoff(nodeFor, a, b, "q"), wokenWithinMillis, "wake-up works before the fault")
+        // Every connection the waiter has open forwards nothing from now on; new ones pass.
+        yield* Effect.forEach(proxies, (proxy) => proxy.stallOpen, { discard: true })
+        // Its lock connections are replaced first (an attempt times out; pooled ones are dropped).
+        yield* b.withLock("q", { waitTimeout: "25 seconds" })(Effect.void)
+        // The shard's subscriber hears nothing, so the waiter comes at its polls, until a wait that ran
+        // out has had its PING unanswered for 5 s: then it is closed and ioredis opens another.
+        const { gaps, woken } = yield* handoffsUntilWoken(nodeFor, a, b, "q", 40_000)
+        assert.isTrue(woken, `handoff ms since the stall, in order: ${show(gaps)}`)
+        assert.isAbove(gaps.length, 3, "the first handoffs after the stall came by polling")
       }),
     120_000
   )

@@ -92,6 +92,13 @@ export interface Subscriber {
    * is called again). Leave it out for a connection the application owns.
    */
   readonly connection?: SubscriberConnection | undefined
+  /**
+   * For a subscriber with a connection per shard (sharded pub/sub on a Cluster), opened by the
+   * backend itself: the connection `channel` is subscribed on now, or `undefined` while there is
+   * none. Watched as `connection` is; the same connection must come back as the same object. Once
+   * one is closed, the subscriber must open another for its channels (they are subscribed again).
+   */
+  readonly connectionFor?: ((channel: string) => SubscriberConnection | undefined) | undefined
 }
 
 /**

@@ -58,11 +58,28 @@ import { valueText } from "./internal/options/valueText.ts"
 import { type DialedConnection, dialedConnections } from "./internal/pool/dialed.ts"
 import * as Pool from "./internal/pool/pool.ts"
 import { makeBackend } from "./internal/replicated/backend.ts"
+import * as Slot from "./internal/replicated/cluster/slot.ts"
 import { type SlotMap, slotMapTopology } from "./internal/replicated/cluster/slotMap.ts"
 import { watchable } from "./internal/wakeups/watchable.ts"
 
 export type { DialedConnection } from "./internal/pool/dialed.ts"
 export type { Shard, SlotMap } from "./internal/replicated/cluster/slotMap.ts"
+
+/**
+ * The Cluster hash slot (0 to 16383) of a key or a sharded channel, as the server computes it: CRC16
+ * of the part inside the first non-empty `{...}`, or of the whole name.
+ *
+ * @example
+ * ```ts
+ * import * as CommandCluster from "@sage/lock-node-redis/CommandCluster"
+ *
+ * CommandCluster.slotOf("billing:{invoice:42}") === CommandCluster.slotOf("{invoice:42}") // true
+ * ```
+ *
+ * @category cluster
+ * @since 0.4.0
+ */
+export const slotOf: (key: string) => number = Slot.slotOf
 
 /**
  * Options of `make`.

@@ -3,10 +3,10 @@
 // sharded subscriber of the lock's own for wake-ups.
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { Cluster as IoredisCluster, type Cluster, type ClusterNode, type ClusterOptions } from "ioredis"
+import { Cluster as IoredisCluster, type Cluster, type ClusterNode, type ClusterOptions, type Redis } from "ioredis"
 import type { LockRedisError } from "@sage/lock/LockError"
-import type { Subscriber } from "@sage/lock-node-redis/CommandBackend"
-import type { SlotMap } from "@sage/lock-node-redis/CommandCluster"
+import type { Subscriber, SubscriberConnection } from "@sage/lock-node-redis/CommandBackend"
+import { type SlotMap, slotOf } from "@sage/lock-node-redis/CommandCluster"
 import { channels } from "./channels.ts"
 import { close } from "./close.ts"
 import { connectWithin } from "./connect.ts"
@@ -39,9 +39,60 @@ export const natResolver = (
 }
 
 /**
+ * The group of sharded subscribers a cluster client made with `shardedSubscribers` keeps, one per
+ * master: ioredis does not declare it in its types (a private field), so it is read by shape, and a
+ * version without it leaves the subscribers unwatched.
+ */
+interface ShardedSubscriberGroup {
+  getResponsibleSubscriber(slot: number): { readonly subscriberStatus: string; getInstance(): Redis | null } | undefined
+}
+
+const groupOf = (cluster: Cluster): ShardedSubscriberGroup | undefined => {
+  const group: unknown = (cluster as unknown as { readonly shardedSubscribers?: unknown }).shardedSubscribers
+  return typeof (group as Partial<ShardedSubscriberGroup> | undefined)?.getResponsibleSubscriber === "function"
+    ? (group as ShardedSubscriberGroup)
+    : undefined
+}
+
+/**
+ * The sharded subscriber connection a channel is on, to watch for silence (`Subscriber.connectionFor`).
+ * Closing one ends it; ioredis then re-reads the slot map, starts another for that master and
+ * subscribes its channels again.
+ */
+const shardConnections = (cluster: Cluster): ((channel: string) => SubscriberConnection | undefined) | undefined => {
+  const group = groupOf(cluster)
+  if (group === undefined) return undefined
+  const connections = new WeakMap<Redis, SubscriberConnection>()
+  return (channel) => {
+    let subscriber: ReturnType<ShardedSubscriberGroup["getResponsibleSubscriber"]>
+    try {
+      subscriber = group.getResponsibleSubscriber(slotOf(channel))
+    } catch {
+      // No slot map yet.
+      return undefined
+    }
+    const instance = subscriber?.subscriberStatus === "connected" ? subscriber.getInstance() : null
+    if (instance === null) return undefined
+    let connection = connections.get(instance)
+    if (connection === undefined) {
+      connection = {
+        get isReady() {
+          return instance.status === "ready"
+        },
+        send: (args) => instance.call(args[0]!, ...args.slice(1)),
+        close: () => instance.disconnect()
+      }
+      connections.set(instance, connection)
+    }
+    return connection
+  }
+}
+
+/**
  * Wake-ups over ioredis: a duplicate of the cluster client that the lock owns, with a sharded
  * subscriber per master (ioredis follows the slots to their new masters and subscribes again),
- * connected the first time a lock is waited for and closed with the scope.
+ * connected the first time a lock is waited for and closed with the scope. Each master's subscriber
+ * connection is watched for silence and closed when it answers nothing (ioredis opens another).
  */
 export const shardedSubscriber = (
   cluster: Pick<Cluster, "duplicate">
@@ -49,7 +100,11 @@ export const shardedSubscriber = (
   Effect.gen(function* () {
     const opened: Array<Cluster> = []
     yield* Effect.addFinalizer(() => Effect.forEach(opened, close, { concurrency: "unbounded", discard: true }))
+    // Asked again after one shard's connection was closed as silent: the duplicate is still in use
+    // (ioredis replaces that connection), so the same subscriber is answered.
+    let current: { readonly duplicate: Cluster; readonly subscriber: Subscriber } | undefined
     return async () => {
+      if (current !== undefined && current.duplicate.status !== "end") return current.subscriber
       const duplicate = cluster.duplicate([], { lazyConnect: true, shardedSubscribers: true })
       // Without a listener ioredis prints every connection error; the waiters' polls cover an outage.
       duplicate.on("error", () => {})
@@ -63,7 +118,8 @@ export const shardedSubscriber = (
         duplicate.disconnect()
         throw error
       })
-      return subscriber
+      current = { duplicate, subscriber: { ...subscriber, connectionFor: shardConnections(duplicate) } }
+      return current.subscriber
     }
   })
 
