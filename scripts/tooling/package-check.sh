@@ -15,7 +15,8 @@
 #      range accepts, the oldest `ioredis` the ioredis backend's accepts, then with the oldest
 #      `effect` the packages' peer range accepts;
 #   7. installs the test kit's tarball with vitest in another fresh project and runs the contract suite
-#      from it on the in-memory backend, as a third-party backend's tests would (contract/).
+#      from it on the in-memory backend, as a third-party backend's tests would (contract/; in the
+#      background while steps 3 to 6 run).
 # Any failure fails the script. SAGE_KEEP_CONSUMER=1 keeps the temporary project for inspection.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -30,10 +31,13 @@ types_node_version=$(node -p 'require("./package.json").devDependencies["@types/
 ioredis_version=$(node -p 'require("./packages/ioredis/package.json").devDependencies.ioredis')
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sage-lock-consumer.XXXXXX")
+# The background contract-suite run (below) is stopped if the script ends first.
+kit_pid=
+stop_kit() { if [ -n "$kit_pid" ]; then kill "$kit_pid" 2>/dev/null || true; fi; }
 if [ "${SAGE_KEEP_CONSUMER:-}" = 1 ]; then
-  trap 'echo "[package-check] kept $work"' EXIT
+  trap 'stop_kit; echo "[package-check] kept $work"' EXIT
 else
-  trap 'rm -rf "$work"' EXIT
+  trap 'stop_kit; rm -rf "$work"' EXIT
 fi
 
 step "build and pack as the README's from-source path does (pack.sh; @sage/lock first, then the others)"
@@ -83,6 +87,31 @@ JSON
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
   "$lock_tgz" "$backend_tgz" "$ioredis_tgz" "$cli_tgz" "effect@$effect_version" "redis@$redis_version" \
   "ioredis@$ioredis_version" "@effect/platform-node@$effect_version" "@types/node@$types_node_version")
+
+# The contract suite as a third-party backend runs it: the packed kit and @sage/lock installed from
+# their tarballs beside vitest and @effect/vitest from the registry, in a project of their own, on
+# the in-memory backend. It shares nothing with the consumer project, so it runs in the background
+# while the steps below do, and is waited for at the end.
+vitest_version=$(node -p 'require("./packages/testkit/package.json").devDependencies.vitest')
+effect_vitest_version=$(node -p 'require("./packages/testkit/package.json").devDependencies["@effect/vitest"]')
+kit_app="$work/kit"
+contract_suite() {
+  set -e
+  mkdir -p "$kit_app"
+  cp "$here/contract/contract.test.ts" "$here/contract/tsconfig.json" "$kit_app/"
+  cat >"$kit_app/package.json" <<JSON
+{ "name": "sage-lock-contract-consumer", "private": true, "type": "module" }
+JSON
+  (cd "$kit_app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
+    "$lock_tgz" "$testkit_tgz" "effect@$effect_version" "vitest@$vitest_version" \
+    "@effect/vitest@$effect_vitest_version" "@types/node@$types_node_version")
+  "$root/node_modules/.bin/tsc" -p "$kit_app/tsconfig.json"
+  echo "contract suite (vitest@$vitest_version), NodeNext type-check: ok"
+  (cd "$kit_app" && ./node_modules/.bin/vitest run --reporter=dot)
+}
+kit_started=$(($(date +%s) - t0))
+contract_suite >"$work/kit.log" 2>&1 &
+kit_pid=$!
 
 # The CLI's effect, @effect/platform-node and redis ranges are the packages' peer ranges, so npm gives
 # it the application's copies. A second copy would make `Cli.run`'s Effect foreign to the
@@ -186,23 +215,16 @@ if [ "$effect_oldest" != "$effect_version" ]; then
   rerun_with effect "$effect_oldest" "@effect/platform-node@$effect_oldest"
 fi
 
-# The contract suite as a third-party backend runs it: the packed kit and @sage/lock installed from
-# their tarballs beside vitest and @effect/vitest from the registry, in a project of their own.
-vitest_version=$(node -p 'require("./packages/testkit/package.json").devDependencies.vitest')
-effect_vitest_version=$(node -p 'require("./packages/testkit/package.json").devDependencies["@effect/vitest"]')
-step "run the contract suite from the packed test kit (vitest@$vitest_version) on the in-memory backend"
-kit_app="$work/kit"
-mkdir -p "$kit_app"
-cp "$here/contract/contract.test.ts" "$here/contract/tsconfig.json" "$kit_app/"
-cat >"$kit_app/package.json" <<JSON
-{ "name": "sage-lock-contract-consumer", "private": true, "type": "module" }
-JSON
-(cd "$kit_app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
-  "$lock_tgz" "$testkit_tgz" "effect@$effect_version" "vitest@$vitest_version" \
-  "@effect/vitest@$effect_vitest_version" "@types/node@$types_node_version")
-"$tsc" -p "$kit_app/tsconfig.json"
-echo "contract suite, NodeNext type-check: ok"
-(cd "$kit_app" && ./node_modules/.bin/vitest run --reporter=dot)
+# The contract suite from the packed kit, started after the install above (it ran meanwhile).
+step "the contract suite from the packed test kit (started at $kit_started s)"
+if ! wait "$kit_pid"; then
+  kit_pid=
+  cat "$work/kit.log"
+  echo "package-check: the contract suite from the packed test kit failed" >&2
+  exit 1
+fi
+kit_pid=
+cat "$work/kit.log"
 
 step "type-check the test kit's examples in the workspace"
 kit="$root/.tmp/examples-testkit"
