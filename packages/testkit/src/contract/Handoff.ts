@@ -1,5 +1,6 @@
 // Timing one lock handoff between two clients, as between two processes: what the wake-up suites
 // of every backend assert (a release wakes a waiter well before its next poll could).
+import { assert } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -111,4 +112,29 @@ export const handoffsUntilWoken = (
     const woken = () => gaps.length >= 3 && gaps.slice(-3).every((gap) => gap < wokenWithinMillis)
     while (!woken() && (yield* now) - start < budgetMillis) gaps.push(yield* handoff(nodeFor, holder, waiter, key))
     return { gaps, woken: woken() }
+  })
+
+/**
+ * Wake-ups stop when the waiter's connections go silent, and come back: a handoff from `holder` to
+ * `waiter` on `key` is woken; then every connection open through `proxies` (all of the waiter's)
+ * forwards nothing while new ones pass. The waiter's lock connections are replaced first (a lock call
+ * times out and its probe goes unanswered), then, once a wait that ran out has had its `PING`
+ * unanswered for 5 s, its subscriber connection: handoffs come by polling, then are woken again
+ * within `budgetMillis`. Fails the test otherwise.
+ */
+export const wakeupsComeBackAfterStall = (
+  nodeFor: NodeFor,
+  holder: Lock.LockClient<string>,
+  waiter: Lock.LockClient<string>,
+  key: string,
+  proxies: ReadonlyArray<{ readonly stallOpen: Effect.Effect<void> }>,
+  budgetMillis: number
+) =>
+  Effect.gen(function* () {
+    assert.isBelow(yield* handoff(nodeFor, holder, waiter, key), wokenWithinMillis, "wake-up works before the fault")
+    yield* Effect.forEach(proxies, (proxy) => proxy.stallOpen, { discard: true })
+    yield* waiter.withLock(key, { waitTimeout: "25 seconds" })(Effect.void)
+    const { gaps, woken } = yield* handoffsUntilWoken(nodeFor, holder, waiter, key, budgetMillis)
+    assert.isTrue(woken, `handoff ms since the stall, in order: ${show(gaps)}`)
+    assert.isAbove(gaps.length, 3, "the first handoffs after the stall came by polling")
   })
