@@ -231,7 +231,14 @@ const sentinelReady = (
     }
     const listed = yield* sentinel.commandWith({ timeoutMs: askTimeoutMs }, "SENTINEL", "REPLICAS", name)
     const flags = (Array.isArray(listed) ? listed : []).map((entry) => parsePairs(entry)["flags"])
-    return flags.every((flag) => flag === "slave") ? undefined : `sentinel ${sentinel.port}: replica flags ${flags}`
+    if (!flags.every((flag) => flag === "slave")) return `sentinel ${sentinel.port}: replica flags ${flags}`
+    // Known is not yet connected: a sentinel links to the others it heard of on its next timer tick,
+    // and a test counting each sentinel's clients must not see those links arrive later.
+    const others = yield* sentinel.commandWith({ timeoutMs: askTimeoutMs }, "SENTINEL", "SENTINELS", name)
+    const links = (Array.isArray(others) ? others : []).map((entry) => parsePairs(entry)["flags"] ?? "")
+    return links.every((flag) => !flag.includes("disconnected"))
+      ? undefined
+      : `sentinel ${sentinel.port}: links to other sentinels ${links}`
   })
 
 /** Sentinel's hello period (`SENTINEL DEBUG publish-period`), and the one used while the sentinels meet. */
@@ -242,7 +249,7 @@ const formingPublishPeriodMillis = 100
  * Starts a replicated master (`Replicated.start`) and `sentinels` Sentinels that monitor it
  * (`SENTINEL MONITOR name 127.0.0.1 <port> <quorum>`, `down-after-milliseconds`, `failover-timeout`,
  * `parallel-syncs 1`), then waits until each Sentinel sees all replicas (flag `slave`) and all other
- * Sentinels. The Sentinels publish their hellos every 100 ms until then (`SENTINEL DEBUG
+ * Sentinels, connected to each. The Sentinels publish their hellos every 100 ms until then (`SENTINEL DEBUG
  * publish-period`), and every 2 s, Sentinel's default, after: a start takes 0.5-1.5 s instead of 2-3 s.
  * Closing the scope stops all.
  */
