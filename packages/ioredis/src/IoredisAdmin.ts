@@ -30,6 +30,7 @@ import type { Cluster, Redis } from "ioredis"
 import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import * as CommandAdmin from "@sage/lock-node-redis/CommandAdmin"
 import { classify } from "./internal/classify.ts"
+import { sendOn } from "./internal/send.ts"
 
 export type {
   ForceReleaseOptions,
@@ -54,11 +55,11 @@ const mastersOf = async (cluster: Cluster): Promise<ReadonlyArray<CommandAdmin.C
   if (cluster.nodes("master").length === 0) await cluster.call("PING")
   const masters = cluster.nodes("master")
   if (masters.length === 0) throw new Error("the Cluster client knows no master")
-  return masters.map((node) => ({ send: ([command, ...args]) => node.call(command!, ...args) }))
+  return masters.map((node) => ({ send: sendOn(node) }))
 }
 
 const targetOf = (client: Client): CommandAdmin.Target => ({
-  send: ([command, ...args]) => client.call(command!, ...args),
+  send: sendOn(client),
   masters: isCluster(client) ? () => mastersOf(client) : undefined,
   sharded: isCluster(client),
   classify

@@ -36,6 +36,7 @@ import { dial } from "./internal/dial.ts"
 import { sentinelConnection, sentinelSettings, subscriberConnection } from "./internal/sentinel.ts"
 import { replaceable } from "./internal/replaceable.ts"
 import { duplicateSubscriber } from "./internal/subscriber.ts"
+import { sendOn } from "./internal/send.ts"
 
 /**
  * Options of `make` and `layer`: ioredis's `RedisOptions` (host, port, path, username, password,
@@ -114,7 +115,7 @@ const sentinelsOf = (options: unknown): unknown =>
   typeof options === "object" && options !== null ? (options as { readonly sentinels?: unknown }).sentinels : undefined
 
 const connectionOf = (client: Pick<Redis, "call">): CommandBackend.Connection => ({
-  send: (args) => client.call(args[0]!, ...args.slice(1))
+  send: sendOn(client)
 })
 
 /**

@@ -16,6 +16,7 @@ import type { Cluster, Redis } from "ioredis"
 import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import { classify } from "./internal/classify.ts"
+import { sendOn } from "./internal/send.ts"
 
 /**
  * One fenced write: `key`, `value`, the writer's `fencingToken`, and optionally `fenceKey` (default
@@ -65,4 +66,4 @@ export const set = (
   redis: Pick<Redis, "call"> | Pick<Cluster, "call">,
   options: SetOptions
 ): Effect.Effect<SetResult, LockRedisError | InvalidArgument> =>
-  CommandBackend.fencedSet({ send: (args) => redis.call(args[0]!, ...args.slice(1)) }, options, classify)
+  CommandBackend.fencedSet({ send: sendOn(redis) }, options, classify)

@@ -3,8 +3,7 @@
  * a command to the master of a key, and, on a Cluster, every master's connection) and they inspect,
  * list and force-release exactly as the node-redis ones do, with the same replies and errors.
  *
- * This module does not load node-redis: `@sage/lock-ioredis` builds `IoredisLockAdmin` and
- * `IoredisSemaphoreAdmin` on it.
+ * This module does not load node-redis: `@sage/lock-ioredis` builds `IoredisAdmin` on it.
  *
  * @example
  * ```ts

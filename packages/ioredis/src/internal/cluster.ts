@@ -10,6 +10,7 @@ import { type SlotMap, slotOf } from "@sage/lock-node-redis/CommandCluster"
 import { channels } from "./channels.ts"
 import { close } from "./close.ts"
 import { connectWithin } from "./connect.ts"
+import { sendOn } from "./send.ts"
 
 /** What the backend needs of an ioredis Cluster client. */
 export type ClusterClient = Pick<Cluster, "slots" | "refreshSlotsCache" | "duplicate" | "options">
@@ -79,7 +80,7 @@ const shardConnections = (cluster: Cluster): ((channel: string) => SubscriberCon
         get isReady() {
           return instance.status === "ready"
         },
-        send: (args) => instance.call(args[0]!, ...args.slice(1)),
+        send: sendOn(instance),
         close: () => instance.disconnect()
       }
       connections.set(instance, connection)

@@ -5,6 +5,7 @@ import type { RedisOptions } from "ioredis"
 import type { DialedConnection } from "@sage/lock-node-redis/CommandCluster"
 import { ConnectionGone } from "./classify.ts"
 import { nodeClient } from "./nodeClient.ts"
+import { sendOn } from "./send.ts"
 
 const closed = new Set(["close", "end", "disconnecting"])
 
@@ -39,7 +40,7 @@ export const dial =
           throw lastError ?? Object.assign(new Error("the connection closed while connecting"), { code: "ECONNRESET" })
         }),
       send: (args) =>
-        redis.call(args[0]!, ...args.slice(1)).catch((error: unknown) => {
+        sendOn(redis)(args).catch((error: unknown) => {
           // A socket that closed under a command, not the pool closing it: worth retrying elsewhere.
           throw !destroyed && closed.has(redis.status)
             ? new ConnectionGone("the connection closed before the reply came", error)

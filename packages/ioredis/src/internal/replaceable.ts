@@ -5,6 +5,7 @@
 import type { Redis } from "ioredis"
 import type * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import { ConnectionGone } from "./classify.ts"
+import { sendOn } from "./send.ts"
 
 export const replaceable = (redis: Redis): CommandBackend.ReplaceableClient => {
   let replaced = false
@@ -13,7 +14,7 @@ export const replaceable = (redis: Redis): CommandBackend.ReplaceableClient => {
       return redis.status === "ready"
     },
     send: (args) =>
-      redis.call(args[0]!, ...args.slice(1)).catch((error: unknown) => {
+      sendOn(redis)(args).catch((error: unknown) => {
         throw replaced ? new ConnectionGone("the connection went silent and was replaced", error) : error
       }),
     on: (event, listener) => redis.on(event, listener),

@@ -7,6 +7,7 @@ import { reconnectDelay } from "@sage/lock-node-redis/CommandBackend"
 import type { SentinelConnection, SubscriberConnection } from "@sage/lock-node-redis/CommandSentinel"
 import { nodeClient } from "./nodeClient.ts"
 import { subscribing } from "./subscriber.ts"
+import { sendOn } from "./send.ts"
 
 /** The options the lock reads from an ioredis client's or layer's options for its Sentinel backend. */
 export interface SentinelSettings {
@@ -65,7 +66,7 @@ export const sentinelConnection =
     const redis = nodeClient(options, node, { retryStrategy: reconnectDelay, enableOfflineQueue: false })
     // Never awaited: a stalled sentinel may hold its connect forever, and nothing waits for it.
     redis.connect().catch(() => {})
-    return { send: (args) => redis.call(args[0]!, ...args.slice(1)), destroy: () => redis.disconnect() }
+    return { send: sendOn(redis), destroy: () => redis.disconnect() }
   }
 
 /** A subscriber connection to the master for wake-ups; it subscribes its channels again on reconnect. */
@@ -80,7 +81,7 @@ export const subscriberConnection =
         return redis.status === "ready"
       },
       connect: () => redis.connect(),
-      send: (args) => redis.call(args[0]!, ...args.slice(1)),
+      send: sendOn(redis),
       subscribe: subscriber.subscribe,
       unsubscribe: drop,
       destroy: () => redis.disconnect()

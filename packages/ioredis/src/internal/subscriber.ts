@@ -7,6 +7,7 @@ import type { Redis } from "ioredis"
 import type { Subscriber } from "@sage/lock-node-redis/CommandBackend"
 import { type Channels, channels } from "./channels.ts"
 import { close } from "./close.ts"
+import { sendOn } from "./send.ts"
 
 /** What the subscriber needs of the client it duplicates. */
 export type Duplicable = Pick<Redis, "duplicate">
@@ -36,7 +37,7 @@ export const duplicateSubscriber = (client: Duplicable): Effect.Effect<() => Pro
           get isReady() {
             return duplicate.status === "ready"
           },
-          send: (args) => duplicate.call(args[0]!, ...args.slice(1)),
+          send: sendOn(duplicate),
           close: () => duplicate.disconnect()
         }
       }
