@@ -15,13 +15,11 @@ export const connect = (
 ): Effect.Effect<Redis, LockRedisError, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context()
-    // Auto-pipelining writes the commands of one tick together (in order), as node-redis does: under
-    // many concurrent locks the server then reads them in one go instead of one write each.
+    // The lock's commands go out through `corkedSend`, which writes each tick's commands together.
     // No ready check: it asks INFO, which a least-privilege lock user may not run (ioredis then logs a
     // warning on every connect), and a server still loading answers LOADING, which the lock retries.
     const client = new Redis({
       retryStrategy: reconnectDelay,
-      enableAutoPipelining: true,
       enableReadyCheck: false,
       ...options,
       lazyConnect: true

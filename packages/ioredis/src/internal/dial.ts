@@ -5,7 +5,7 @@ import type { RedisOptions } from "ioredis"
 import type { DialedConnection } from "@sage/lock-node-redis/CommandCluster"
 import { ConnectionGone } from "./classify.ts"
 import { nodeClient } from "./nodeClient.ts"
-import { sendOn } from "./send.ts"
+import { corkedSend } from "./corked.ts"
 
 const closed = new Set(["close", "end", "disconnecting"])
 
@@ -15,9 +15,9 @@ export const dial =
     const redis = nodeClient(options, node, {
       retryStrategy: () => null,
       enableOfflineQueue: false,
-      autoResubscribe: false,
-      enableAutoPipelining: false
+      autoResubscribe: false
     })
+    const send = corkedSend(redis)
     // ioredis rejects a failed connect with "Connection is closed."; the socket's own error says why.
     let lastError: unknown
     redis.on("error", (error: unknown) => {
@@ -40,7 +40,7 @@ export const dial =
           throw lastError ?? Object.assign(new Error("the connection closed while connecting"), { code: "ECONNRESET" })
         }),
       send: (args) =>
-        sendOn(redis)(args).catch((error: unknown) => {
+        send(args).catch((error: unknown) => {
           // A socket that closed under a command, not the pool closing it: worth retrying elsewhere.
           throw !destroyed && closed.has(redis.status)
             ? new ConnectionGone("the connection closed before the reply came", error)

@@ -5,16 +5,17 @@
 import type { Redis } from "ioredis"
 import type * as CommandBackend from "@sage/lock-node-redis/CommandBackend"
 import { ConnectionGone } from "./classify.ts"
-import { sendOn } from "./send.ts"
+import { corkedSend } from "./corked.ts"
 
 export const replaceable = (redis: Redis): CommandBackend.ReplaceableClient => {
   let replaced = false
+  const send = corkedSend(redis)
   return {
     get isReady() {
       return redis.status === "ready"
     },
     send: (args) =>
-      sendOn(redis)(args).catch((error: unknown) => {
+      send(args).catch((error: unknown) => {
         throw replaced ? new ConnectionGone("the connection went silent and was replaced", error) : error
       }),
     on: (event, listener) => redis.on(event, listener),
