@@ -27,6 +27,8 @@ export interface Schedule<L extends string> {
   /** Each run `workload.rounds` times after the cheap ones. */
   readonly expensive: ReadonlyArray<Workload>
   readonly figures: (measured: Measured, workload: Workload) => Figures
+  /** Whether `library` runs `workload`; every library runs every workload when absent. */
+  readonly runs?: ((library: L, workload: Workload) => boolean) | undefined
 }
 
 export const runSchedule = async <L extends string>(
@@ -54,6 +56,7 @@ export const runSchedule = async <L extends string>(
   const one = async (entry: Collected<L>, library: L, round: number): Promise<void> => {
     if (signal.aborted) throw new Error("interrupted")
     const { workload } = entry
+    if (schedule.runs?.(library, workload) === false) return
     progress(`round ${round + 1}: ${workload.id}, ${schedule.libraryLabel[library]}`)
     entry.loads.push(load1())
     const namespace = `${schedule.label}-${runId}-${workload.id}-${library}-${round}`

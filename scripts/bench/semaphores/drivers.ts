@@ -7,6 +7,7 @@
 // - the baseline, the yardstick of every ratio: the peers baseline's loop (poll every 5-10 ms, a renewal
 //   timer every lease/3, release; peers/baseline.ts) over the smallest correct semaphore, a sorted set
 //   of holders scored with the end of their lease on the server's clock (the scripts below).
+// - the ceiling: no semaphore, the body runs at once; only the contended workloads run it (plan.ts).
 import type { LockOptions } from "redis-semaphore"
 import type { Redis } from "ioredis"
 import { type Load, type PromiseLock, type Runner, runner } from "../peers/drivers.ts"
@@ -103,6 +104,8 @@ export const load: Load = async (library, url, leaseMillis) => {
         (client, key, limit, options) => new MultiSemaphore(client, key, limit, 1, options)
       )
     }
+    case "ceiling":
+      return runner({ withLock: (_key, _waitMillis, body) => body().then(() => "ok"), close: async () => {} })
     case "baseline": {
       const { makeWith } = await import("../peers/baseline.ts")
       return perLimit((limit) => makeWith(url, leaseMillis, baselineProtocol(limit)))

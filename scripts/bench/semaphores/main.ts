@@ -14,7 +14,7 @@ import * as Arguments from "../arguments.ts"
 import { runSchedule } from "../peers/rounds.ts"
 import { withWorkers } from "../peers/session.ts"
 import { semaphoreFigures } from "./analysis.ts"
-import { cheap, expensive, full, libraries, libraryLabel, type Plan, quick } from "./plan.ts"
+import { cheap, expensive, full, libraries, libraryLabel, type Plan, quick, runs } from "./plan.ts"
 import * as Report from "./report.ts"
 
 const usage = `usage: node bench/semaphores/main.ts [--quick]
@@ -44,7 +44,8 @@ const program = Effect.gen(function* () {
           rounds: plan.rounds,
           cheap: cheap(plan),
           expensive: expensive(plan),
-          figures: semaphoreFigures
+          figures: semaphoreFigures,
+          runs
         },
         processes,
         signal,
@@ -79,6 +80,9 @@ const program = Effect.gen(function* () {
       "next such waiter's body start; least/mean is the least-served worker's acquisitions over the mean; " +
       "over the limit counts the moments more bodies than the limit were inside at once (must be 0), on " +
       "the host's monotonic clock that every process reads",
+    "- no semaphore: the contended workloads' workers with no semaphore at all (hold, think, nothing else), " +
+      "the most any semaphore could reach there; its 'over the limit' counts how often more than the limit " +
+      "were inside with nothing to stop them",
     "",
     ...tables
   ]

@@ -5,16 +5,25 @@ import type { Workload } from "../peers/plan.ts"
 import type { Job } from "../peers/protocol.ts"
 import { range } from "../peers/drivers.ts"
 
-/** `baseline` is the hand-written node-redis semaphore (drivers.ts), the yardstick of every ratio. */
-export const libraries = ["sage", "semaphore", "multi", "baseline"] as const
+/**
+ * `baseline` is the hand-written node-redis semaphore (drivers.ts), the yardstick of every ratio.
+ * `ceiling` is no semaphore at all, in the contended workloads only: the workers hold and think and
+ * nothing else, which bounds what any semaphore can reach there.
+ */
+export const libraries = ["sage", "semaphore", "multi", "baseline", "ceiling"] as const
 export type Library = (typeof libraries)[number]
 
 export const libraryLabel: Record<Library, string> = {
   sage: "@sage/lock Semaphore",
   semaphore: "redis-semaphore Semaphore",
   multi: "redis-semaphore MultiSemaphore",
-  baseline: "node-redis baseline"
+  baseline: "node-redis baseline",
+  ceiling: "no semaphore (hold and think only)"
 }
+
+/** Whether `library` runs `workload`: every library runs every workload, but the ceiling only the contended ones. */
+export const runs = (library: Library, workload: Workload): boolean =>
+  library !== "ceiling" || workload.kind === "contended"
 
 export interface Plan {
   readonly name: "full" | "quick"

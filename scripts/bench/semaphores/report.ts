@@ -27,6 +27,9 @@ const value = (entry: Entry, library: Library, pick: Figure, digits: number): st
 const worst = (entry: Entry, library: Library, pick: Figure): string =>
   count(Math.max(...entry.runs[library].map(pick)))
 
+/** The libraries that ran the entry's workload (the ceiling runs only the contended ones). */
+const ran = (entry: Entry): Array<Library> => libraries.filter((library) => entry.runs[library].length > 0)
+
 const load = (entry: Entry): string => `\n\nMedian load1 at the start of its runs: ${fixed(median(entry.loads), 2)}`
 
 export const uncontendedTable = (entry: Entry): string =>
@@ -47,7 +50,7 @@ export const uncontendedTable = (entry: Entry): string =>
       "most called (per cycle)",
       "failures"
     ],
-    libraries.map((library) => [
+    ran(entry).map((library) => [
       libraryLabel[library],
       ...againstBaseline(entry, library, (f) => f.perSecond, perSecond),
       ...againstBaseline(
@@ -89,7 +92,7 @@ export const contendedTable = (entry: Entry): string =>
       "lost",
       "over the limit"
     ],
-    libraries.map((library) => [
+    ran(entry).map((library) => [
       libraryLabel[library],
       ...againstBaseline(entry, library, (f) => f.perSecond, perSecond),
       ms(medianOf(series(entry, library), (f) => f.handoffP50)),
@@ -122,7 +125,7 @@ export const heldTable = (entry: Entry): string =>
       "collection after acquiring, ms",
       "lost"
     ],
-    libraries.map((library) => [
+    ran(entry).map((library) => [
       libraryLabel[library],
       String(entry.runs[library].length),
       value(entry, library, (f) => f.held, 0),
