@@ -5,8 +5,8 @@
 // what it leaves out (`declare const body: Effect.Effect<void>`).
 //
 //   node scripts/tooling/examples.ts <dir>             published examples, checked against the tarballs
-//   node scripts/tooling/examples.ts --testkit <dir>   the private test kit's examples, checked in the
-//                                                      workspace (the kit is never packed)
+//   node scripts/tooling/examples.ts --testkit <dir>   the test kit's examples, checked in the workspace
+//                                                      (they start servers and need the workspace's kit)
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 

@@ -2,6 +2,9 @@
  * @sage/lock-testkit: real Redis (7, 8.0) and Valkey (8, 9.1) servers started from local binaries,
  * and fault injection (process signals, admin-command faults, a TCP fault proxy) for the @sage/lock
  * suites.
+ *
+ * @packageDocumentation
+ * @module @sage/lock-testkit
  */
 
 /** Locating server binaries and choosing the flavors under test. */

@@ -18,6 +18,7 @@
  * ```
  *
  * @since 0.1.0
+ * @module @sage/lock-testkit/contract/LockContract
  */
 import { layer } from "@effect/vitest"
 import type * as Layer from "effect/Layer"

@@ -4,6 +4,7 @@
  * commands (CONFIG SET, CLIENT PAUSE, ...), and freezing the server process.
  *
  * @since 0.1.0
+ * @module @sage/lock-testkit/contract/ServerControl
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
