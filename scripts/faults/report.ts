@@ -149,7 +149,9 @@ export const renderReport = (input: ReportInput): string => {
       "row, none but those grant order explains). **violation**: a " +
       "documented limit (docs/semantics.md, Limits; docs/semaphores.md, Leases; docs/election.md, The term is a fencing token) lets another holder in; every overlap must have surfaced as `LockLost` " +
       "in the overtaken holder (every stretch over the limit, in at least one of its bodies) and at least one `LockLost` must be seen (token-order " +
-      "violations are counted, not failed: a stale holder is what fencing tokens are for). Every cell also requires no hangs, no unhandled errors, " +
+      "violations are counted, not failed: a stale holder is what fencing tokens are for). An exclusion cell during which the servers' clock moved " +
+      "more than 250 ms against the host's monotonic clock (measured before and after the run; the host's clock was stepped) is judged on its " +
+      "overlaps as a violation cell, and says so in its notes: a forward step ends leases early on the server (docs/semantics.md, Limits). Every cell also requires no hangs, no unhandled errors, " +
       "no keys left, no stranded registration, every grant ended (released, lost, failed, or its worker killed), the key of a killed holder taken " +
       "over within its lease + 1 s when others wait for it (in a semaphore row, its permits back in use once its lease has run out: the head of " +
       "the line, the live call waiting longest, never goes more than 1 s without being served when it would be with the dead holders' permits " +

@@ -16,9 +16,10 @@ import {
   leftovers as readLeftovers,
   registrationLifetimeMillis,
   strandedWaiters,
-  widen
+  widen,
+  clockStepMillis
 } from "./serverState.ts"
-import { problemsOf } from "./verdict.ts"
+import { clockStepToleranceMillis, problemsOf } from "./verdict.ts"
 import { stopWorker, Workers } from "./workers.ts"
 
 export interface Settings {
@@ -247,7 +248,16 @@ export const runCell = (
         const keyKind = scenario.semaphore === true ? "semaphore" : scenario.election === true ? "election" : "lock"
         const left = yield* readLeftovers(deployment, namespace, redisKeys, lapse, keyKind)
         if (process.env["FAULTS_DEBUG"] === "1") console.log(`the final read took ${Date.now() - reading} ms`)
-        const offset = widen(offsetBefore, yield* clockOffset(deployment))
+        const offsetAfter = yield* clockOffset(deployment)
+        const offset = widen(offsetBefore, offsetAfter)
+        const clockStep = clockStepMillis(offsetBefore, offsetAfter)
+        if (clockStep !== undefined && Math.abs(clockStep) > clockStepToleranceMillis) {
+          notes.push(
+            `the servers' clock moved ${Math.round(clockStep)} ms against the host's monotonic clock during the run ` +
+              "(the host's clock was stepped): a forward step cuts every lease on the server short, so overlaps " +
+              "that surfaced as LockLost do not count against exclusion in this cell (docs/semantics.md, Limits)"
+          )
+        }
         const dump = process.env["FAULTS_LINES"]
         if (dump !== undefined && dump !== "") {
           // Every line of the cell, for reading a failure by hand: one JSON file per cell in that directory.
@@ -266,7 +276,7 @@ export const runCell = (
           clockOffset: offset,
           election: scenario.election === true
         })
-        return { counts, left, faultStartedAt, healedAt }
+        return { counts, left, faultStartedAt, healedAt, clockStep }
       })
     ).pipe(
       Effect.catch((error) => {
@@ -285,7 +295,8 @@ export const runCell = (
           leftovers: left,
           leaseMillis: settings.leaseMillis,
           faultStartedAt: outcome.faultStartedAt,
-          healedAt: outcome.healedAt
+          healedAt: outcome.healedAt,
+          clockStepMillis: outcome.clockStep
         })
       )
     } else if (problems.length === 0) {

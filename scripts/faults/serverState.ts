@@ -54,6 +54,17 @@ const measureOffset = (server: RedisServer.RedisServer): Effect.Effect<ClockOffs
     }
   }).pipe(Effect.timeoutOrElse({ duration: 3000, orElse: () => Effect.succeed(undefined) }))
 
+/**
+ * How far the servers' wall clock moved against the monotonic one between two readings, in
+ * milliseconds (positive: forward), from the middles of the two offsets; undefined without both.
+ * Between the start and the end of a cell it is a fraction of a millisecond unless the host's clock
+ * was stepped.
+ */
+export const clockStepMillis = (before: ClockOffset | undefined, after: ClockOffset | undefined): number | undefined =>
+  before === undefined || after === undefined
+    ? undefined
+    : (after.low + after.high - before.low - before.high) / 2 / 1000
+
 /** The union of two offsets (either may be missing). */
 export const widen = (a: ClockOffset | undefined, b: ClockOffset | undefined): ClockOffset | undefined =>
   a === undefined ? b : b === undefined ? a : { low: Math.min(a.low, b.low), high: Math.max(a.high, b.high) }

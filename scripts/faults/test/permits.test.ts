@@ -56,14 +56,20 @@ const scenario = (expect: Expectation): Scenario => ({
 })
 
 /** The problems that fail a cell with this history, under `expect`. */
-const problems = (lines: Lines, expect: Expectation, workerFaults: ReadonlyArray<WorkerFault> = []) =>
+const problems = (
+  lines: Lines,
+  expect: Expectation,
+  workerFaults: ReadonlyArray<WorkerFault> = [],
+  clockStepMillis?: number
+) =>
   problemsOf({
     scenario: scenario(expect),
     counts: counts(lines, workerFaults),
     leftovers: undefined,
     leaseMillis: 3000,
     faultStartedAt: 0,
-    healedAt: 0
+    healedAt: 0,
+    clockStepMillis
   })
 
 // Three permits held at once under limit 2, from 30 to 40 ms: 1.0.0 (1 permit, 10..50 ms) with
@@ -118,6 +124,18 @@ describe("fault matrix checker: semaphores", () => {
     assert.deepStrictEqual(
       problems(threeOfTwo("LockLost"), "violation").filter((p) => p.includes("over the limit")),
       []
+    )
+  })
+
+  it("under a stepped server clock, fails only an excess that no holder saw as LockLost, even where exclusion is promised", () => {
+    // A forward step ends leases early on the server: the loss must surface, as under a violation verdict.
+    const failed = (lines: Lines, step: number) =>
+      problems(lines, "exclusion", [], step).filter((p) => p.includes("over the limit"))
+    assert.deepStrictEqual(failed(threeOfTwo("LockLost"), 4490), [])
+    assert.isTrue(failed(threeOfTwo(), 4490).some((p) => p.startsWith("silently over the limit")))
+    // Drift within the tolerance is no step: every excess fails.
+    assert.isTrue(
+      failed(threeOfTwo("LockLost"), 3).some((p) => p.startsWith("over the limit where exclusion is promised"))
     )
   })
 

@@ -5,7 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { ServerBinary } from "@sage/lock-testkit"
 import * as Deployments from "../deployments.ts"
-import { leftovers, strandedWaiters } from "../serverState.ts"
+import { clockStepMillis, leftovers, strandedWaiters } from "../serverState.ts"
 
 const flavor = ServerBinary.flavorsUnderTest()[0] ?? "redis7"
 const key = "faults:{k0}"
@@ -91,4 +91,15 @@ describe("fault matrix: what is left of a semaphore", () => {
       ),
     60_000
   )
+})
+
+describe("fault matrix: the servers' clock against the monotonic one", () => {
+  it("measures a step between two readings from the middles of their bounds, and nothing without both", () => {
+    const before = { low: 1_000_000, high: 1_000_400 }
+    assert.strictEqual(clockStepMillis(before, { low: 5_490_000, high: 5_490_200 }), 4489.9)
+    assert.strictEqual(clockStepMillis(before, { low: 999_000, high: 999_400 }), -1)
+    assert.strictEqual(clockStepMillis(before, before), 0)
+    assert.strictEqual(clockStepMillis(undefined, before), undefined)
+    assert.strictEqual(clockStepMillis(before, undefined), undefined)
+  })
 })
