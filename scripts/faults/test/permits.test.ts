@@ -72,6 +72,10 @@ const problems = (
     clockStepMillis
   })
 
+/** The over-the-limit problems of an exclusion cell whose servers' clock moved `step` ms. */
+const overLimitUnderStep = (lines: Lines, step: number) =>
+  problems(lines, "exclusion", [], step).filter((p) => p.includes("over the limit"))
+
 // Three permits held at once under limit 2, from 30 to 40 ms: 1.0.0 (1 permit, 10..50 ms) with
 // 2.0.0 (2 permits, 30..40 ms); before and after, 1.0.0 alone or with 1.1.0 (1 permit) is at the limit.
 const threeOfTwo = (outcomeOfSecond: Outcome = "ok"): Lines => [
@@ -129,13 +133,13 @@ describe("fault matrix checker: semaphores", () => {
 
   it("under a stepped server clock, fails only an excess that no holder saw as LockLost, even where exclusion is promised", () => {
     // A forward step ends leases early on the server: the loss must surface, as under a violation verdict.
-    const failed = (lines: Lines, step: number) =>
-      problems(lines, "exclusion", [], step).filter((p) => p.includes("over the limit"))
-    assert.deepStrictEqual(failed(threeOfTwo("LockLost"), 4490), [])
-    assert.isTrue(failed(threeOfTwo(), 4490).some((p) => p.startsWith("silently over the limit")))
+    assert.deepStrictEqual(overLimitUnderStep(threeOfTwo("LockLost"), 4490), [])
+    assert.isTrue(overLimitUnderStep(threeOfTwo(), 4490).some((p) => p.startsWith("silently over the limit")))
     // Drift within the tolerance is no step: every excess fails.
     assert.isTrue(
-      failed(threeOfTwo("LockLost"), 3).some((p) => p.startsWith("over the limit where exclusion is promised"))
+      overLimitUnderStep(threeOfTwo("LockLost"), 3).some((p) =>
+        p.startsWith("over the limit where exclusion is promised")
+      )
     )
   })
 
