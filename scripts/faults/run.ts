@@ -19,7 +19,7 @@ import {
   widen,
   clockStepMillis
 } from "./serverState.ts"
-import { clockStepToleranceMillis, problemsOf } from "./verdict.ts"
+import { problemsOf, steppedClock } from "./verdict.ts"
 import { stopWorker, Workers } from "./workers.ts"
 
 export interface Settings {
@@ -251,7 +251,7 @@ export const runCell = (
         const offsetAfter = yield* clockOffset(deployment)
         const offset = widen(offsetBefore, offsetAfter)
         const clockStep = clockStepMillis(offsetBefore, offsetAfter)
-        if (clockStep !== undefined && Math.abs(clockStep) > clockStepToleranceMillis) {
+        if (clockStep !== undefined && steppedClock(clockStep)) {
           notes.push(
             `the servers' clock moved ${Math.round(clockStep)} ms against the host's monotonic clock during the run ` +
               "(the host's clock was stepped): a forward step cuts every lease on the server short, so overlaps " +

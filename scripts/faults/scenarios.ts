@@ -65,7 +65,7 @@ const killMasterAndWaitForFailover = (context: FaultContext) =>
  * long that took. With replica acknowledgement no write is confirmed before (the lock answers
  * `UNACKNOWLEDGED` and retries), so a fault has ended only once this holds. After a failover and the
  * old master's restart, the promoted Valkey 8 master has been seen with no replica for 7-9 s (Redis 7:
- * a few milliseconds): that time is the deployment's, not the lock's. If none comes, the note says so
+ * one is there at the first look): that time is the deployment's, not the lock's. If none comes, the note says so
  * and the cell goes on.
  */
 const awaitAttachedReplica = (context: FaultContext, restartedAt: number, withinMillis: number) =>

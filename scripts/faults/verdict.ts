@@ -16,6 +16,10 @@ export const takeoverSlackMillis = 1000
  */
 export const clockStepToleranceMillis = 250
 
+/** Whether a cell ran under a clock step: its servers' clock moved beyond the tolerance (`clockStepMillis`). */
+export const steppedClock = (clockStepMillis: number | undefined): boolean =>
+  clockStepMillis !== undefined && Math.abs(clockStepMillis) > clockStepToleranceMillis
+
 export const describeTokenViolation = (violation: TokenViolation): string =>
   violation.kind === "order"
     ? `${violation.key}: ${describeCall(violation.earlier)} left before ${describeCall(violation.later)} entered, with a token not below it` +
@@ -42,7 +46,7 @@ export const problemsOf = (input: VerdictInput): Array<string> => {
   const problems: Array<string> = []
   // A clock stepped forward on the server ends leases early (Redis expires keys on its wall clock): the
   // lock's promise is then that the loss surfaces, as where the fault breaks the lock by design.
-  const stepped = input.clockStepMillis !== undefined && Math.abs(input.clockStepMillis) > clockStepToleranceMillis
+  const stepped = steppedClock(input.clockStepMillis)
   const exclusion = scenario.expect === "exclusion"
   const lost = counts.lockLost.acquire + counts.lockLost.renew + counts.lockLost.release
   const failingOverlaps = exclusion && !stepped ? counts.overlaps : counts.overlaps.filter((o) => !o.surfaced)

@@ -7,6 +7,9 @@
 import { Command, type Redis } from "ioredis"
 
 export const corkedSend = (redis: Redis) => {
+  // The client's options are fixed once it is made: read them once, not on every command.
+  const { keyPrefix, showFriendlyErrorStack } = redis.options
+  const options = { replyEncoding: "utf8" as const, ...(keyPrefix === undefined ? {} : { keyPrefix }) }
   let corked: Redis["stream"] | undefined
   const uncork = () => {
     const stream = corked
@@ -19,12 +22,11 @@ export const corkedSend = (redis: Redis) => {
       corked.cork()
       process.nextTick(uncork)
     }
-    const { keyPrefix, showFriendlyErrorStack } = redis.options
-    const command = new Command(args[0]!, args.slice(1), {
-      replyEncoding: "utf8",
-      ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      ...(showFriendlyErrorStack === true ? { errorStack: new Error() } : {})
-    })
+    const command = new Command(
+      args[0]!,
+      args.slice(1),
+      showFriendlyErrorStack === true ? { ...options, errorStack: new Error() } : options
+    )
     return redis.sendCommand(command) as Promise<unknown>
   }
 }
