@@ -7,6 +7,10 @@
 // - the baseline, the yardstick of every ratio: the peers baseline's loop (poll every 5-10 ms, a renewal
 //   timer every lease/3, release; peers/baseline.ts) over the smallest correct semaphore, a sorted set
 //   of holders scored with the end of their lease on the server's clock (the scripts below).
+// - the protocol: the baseline's loop sending @sage/lock's own semaphore scripts by EVALSHA
+//   (../semaphoreCommands.ts), none of its client code: the floor of what the `Semaphore` could reach
+//   with its protocol. It polls a full semaphore as the baseline does (it registers no waiter), so in
+//   the contended workloads it shows the scripts' cost, not the line's.
 // - the ceiling: no semaphore, the body runs at once; only the contended workloads run it (plan.ts).
 import type { LockOptions } from "redis-semaphore"
 import type { Redis } from "ioredis"
@@ -106,6 +110,11 @@ export const load: Load = async (library, url, leaseMillis) => {
     }
     case "ceiling":
       return runner({ withLock: (_key, _waitMillis, body) => body().then(() => "ok"), close: async () => {} })
+    case "protocol": {
+      const { makeWith } = await import("../peers/baseline.ts")
+      const { semaphoreProtocol } = await import("../semaphoreCommands.ts")
+      return perLimit((limit) => makeWith(url, leaseMillis, semaphoreProtocol(limit)))
+    }
     case "baseline": {
       const { makeWith } = await import("../peers/baseline.ts")
       return perLimit((limit) => makeWith(url, leaseMillis, baselineProtocol(limit)))

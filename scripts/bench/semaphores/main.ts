@@ -1,8 +1,8 @@
 // The semaphores benchmark: @sage/lock's `Semaphore`, redis-semaphore's `Semaphore` and
-// `MultiSemaphore`, and a hand-written node-redis baseline semaphore (drivers.ts), on the peers bench's
-// machinery (bench/peers): one throwaway loopback Redis 7, each library in worker processes of its own,
-// the libraries rotated over several rounds, every ratio the median of per-round ratios to the baseline,
-// server calls and CPU from INFO commandstats and INFO cpu. Workloads: uncontended loops on keys of 4
+// `MultiSemaphore`, the `Semaphore`'s scripts sent raw, and a hand-written node-redis baseline semaphore
+// (drivers.ts), on the peers bench's machinery (bench/peers): one throwaway loopback Redis 7, each
+// library in worker processes of its own, the libraries rotated over several rounds, every ratio the
+// median of per-round ratios to the baseline, server calls and CPU from INFO commandstats and INFO cpu. Workloads: uncontended loops on keys of 4
 // permits (1 and 64 at once); 16 workers on one key of 4 permits in 1 and in 4 processes, with the
 // count of moments more than 4 bodies were inside (must be 0); 10,000 held permits on 100 keys of 100.
 // Progress goes to stderr, the Markdown report to stdout.
@@ -19,7 +19,8 @@ import * as Report from "./report.ts"
 
 const usage = `usage: node bench/semaphores/main.ts [--quick]
   Starts one loopback redis-server, runs the semaphore workloads on @sage/lock's Semaphore,
-  redis-semaphore's Semaphore and MultiSemaphore and a node-redis baseline semaphore, and prints
+  redis-semaphore's Semaphore and MultiSemaphore, the Semaphore's scripts sent raw and a node-redis
+  baseline semaphore, and prints
   Markdown tables to stdout. About 5 minutes; --quick runs every workload and library once with tiny
   sizes (under a minute, a smoke test, not a measurement).`
 
@@ -83,6 +84,9 @@ const program = Effect.gen(function* () {
     "- no semaphore: the contended workloads' workers with no semaphore at all (hold, think, nothing else), " +
       "the most any semaphore could reach there; its 'over the limit' counts how often more than the limit " +
       "were inside with nothing to stop them",
+    "- the semaphore protocol, raw: the baseline's loop sending the `Semaphore`'s own scripts, none of its " +
+      "client code (the floor of what it could reach with its protocol); like the baseline it polls a full " +
+      "semaphore instead of waiting in its line",
     "",
     ...tables
   ]

@@ -7,16 +7,18 @@ import { range } from "../peers/drivers.ts"
 
 /**
  * `baseline` is the hand-written node-redis semaphore (drivers.ts), the yardstick of every ratio.
+ * `protocol` is the `Semaphore`'s scripts sent raw by the baseline's loop: the floor of its protocol.
  * `ceiling` is no semaphore at all, in the contended workloads only: the workers hold and think and
  * nothing else, which bounds what any semaphore can reach there.
  */
-export const libraries = ["sage", "semaphore", "multi", "baseline", "ceiling"] as const
+export const libraries = ["sage", "semaphore", "multi", "protocol", "baseline", "ceiling"] as const
 export type Library = (typeof libraries)[number]
 
 export const libraryLabel: Record<Library, string> = {
   sage: "@sage/lock Semaphore",
   semaphore: "redis-semaphore Semaphore",
   multi: "redis-semaphore MultiSemaphore",
+  protocol: "@sage/lock's semaphore protocol, raw",
   baseline: "node-redis baseline",
   ceiling: "no semaphore (hold and think only)"
 }
