@@ -1,9 +1,12 @@
-// What the lock's protocol costs the server, part by part: an uncontended acquire-and-release cycle
-// sent 64 at a time over one node-redis client, for the hand-written baseline (SET NX PX and a
-// compare-and-delete script), for the lock's own scripts, and for variants of them with one part
-// taken out, plus two scripts that do nothing (what running any script twice costs). The server's
-// CPU (INFO cpu, user plus system) is read before and after each run and divided by its cycles.
-// The client's speed does not enter the figure: only the server's work per cycle does.
+// What the lock's and the semaphore's protocols cost the server, part by part: an uncontended
+// acquire-and-release cycle sent 64 at a time over one node-redis client. For the lock: the
+// hand-written baseline (SET NX PX and a compare-and-delete script), the lock's own scripts, and
+// variants of them with one part taken out. For the semaphore: redis-semaphore's `Semaphore` (one
+// script on a sorted set timed by the client's clock, then ZREM), the `Semaphore`'s scripts, and
+// the same without the fencing token. Each table also has two scripts that do nothing with the
+// protocol's keys and arguments (what running any script twice costs). The server's CPU (INFO cpu,
+// user plus system) is read before and after each run and divided by its cycles. The client's speed
+// does not enter the figure: only the server's work per cycle does.
 //
 // The variants exist only here, to price each part; none of them is a protocol the lock could run
 // (without its fencing token, or without the waiter queue's check, it would not be the same lock).
@@ -12,12 +15,13 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { NodeRuntime } from "@effect/platform-node"
-import { LockScripts } from "@sage/lock"
+import { LockScripts, SemaphoreScripts } from "@sage/lock"
 import { RedisServer, type ServerBinary } from "@sage/lock-testkit"
 import * as ServerCpuBench from "./serverCpuBench.ts"
 import { type Client, type Plan, withScripts } from "./serverCpuBench.ts"
 import { compareAndDelete } from "./baselineScripts.ts"
 import { lockAcquireCommand, lockReleaseCommand } from "./lockCommands.ts"
+import { semaphoreProtocol } from "./semaphoreCommands.ts"
 import { parseCpuMicros } from "./peers/counters.ts"
 import { scriptSha } from "./scriptSha.ts"
 import { median, table } from "./stats.ts"
@@ -26,8 +30,9 @@ class ServerCostError extends Data.TaggedError("ServerCostError")<{ readonly mes
 
 const usage = `usage: node --conditions=@sage/source bench/serverCost.ts [--quick]
   Starts redis-server 7 and valkey-server 8, then measures the server CPU of one uncontended
-  acquire-and-release cycle for the baseline, the lock's protocol and variants of it, 64 cycles in
-  flight, in rotated rounds. About a minute.`
+  acquire-and-release cycle for the baseline, the lock's protocol and variants of it, and for
+  redis-semaphore's semaphore, the Semaphore's protocol and a variant of it, 64 cycles in flight,
+  in rotated rounds. About two minutes.`
 
 const full: Plan = { rounds: 5, cycles: 60_000 }
 /** A smoke run of the same code paths; its numbers are too few to quote. */
@@ -51,6 +56,32 @@ const acquireWithoutQueue = without(
 )
 const releaseWithoutQueue = without(LockScripts.release, `if redis.call("EXISTS", KEYS[2]) == 1 then`, "if false then")
 
+/** redis-semaphore's acquire script (v5, `semaphore/acquire/lua`): expiry by the client's clock. */
+const redisSemaphoreAcquire = `local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local identifier = ARGV[2]
+local lockTimeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local expiredTimestamp = now - lockTimeout
+redis.call('zremrangebyscore', key, '-inf', expiredTimestamp)
+if redis.call('zcard', key) < limit then
+  redis.call('zadd', key, now, identifier)
+  redis.call('pexpire', key, lockTimeout)
+  return 1
+else
+  return 0
+end`
+/** The semaphore's acquire with its fast path's fencing token (the lines from `from` to `to`) taken out. */
+const semaphoreAcquireWithoutFence = ((from: string, to: string): string => {
+  const lua = SemaphoreScripts.acquire
+  const start = lua.indexOf(from)
+  const end = lua.indexOf(to)
+  if (start < 0 || end < start) throw new Error(`the semaphore's script no longer contains: ${from} ... ${to}`)
+  return `${lua.slice(0, start)}local f = 1\n${lua.slice(end)}`
+})('local floor = t[1] .. string.rep("0", 6 - #t[2]) .. t[2]', 'redis.call("DEL", KEYS[5])')
+const semaphoreLimit = 4
+const semaphore = semaphoreProtocol(semaphoreLimit)
+
 const scripts = [
   LockScripts.acquire,
   LockScripts.release,
@@ -58,7 +89,10 @@ const scripts = [
   nothing,
   acquireWithoutFence,
   acquireWithoutQueue,
-  releaseWithoutQueue
+  releaseWithoutQueue,
+  ...semaphore.scripts,
+  redisSemaphoreAcquire,
+  semaphoreAcquireWithoutFence
 ]
 
 /** `cmd` with the script `lua` in place of the lock's own (same KEYS and ARGV). */
@@ -72,7 +106,7 @@ interface Variant {
 
 const lockAcquire = (key: string, token: string) => lockAcquireCommand(key, token, leaseMillis)
 
-const variants: ReadonlyArray<Variant> = [
+const lockVariants: ReadonlyArray<Variant> = [
   {
     name: "baseline: SET NX PX, then a compare-and-delete script",
     acquire: (key, token) => ["SET", key, token, "NX", "PX", leaseMillis],
@@ -101,6 +135,42 @@ const variants: ReadonlyArray<Variant> = [
   }
 ]
 
+const semaphoreAcquire = (key: string, token: string) => semaphore.acquire(key, token, leaseMillis)
+
+const semaphoreVariants: ReadonlyArray<Variant> = [
+  {
+    name: "redis-semaphore's `Semaphore`: its script, then ZREM",
+    acquire: (key, token) => [
+      "EVALSHA",
+      scriptSha(redisSemaphoreAcquire),
+      "1",
+      key,
+      String(semaphoreLimit),
+      token,
+      leaseMillis,
+      String(Date.now())
+    ],
+    release: (key, token) => ["ZREM", key, token]
+  },
+  {
+    name: "two scripts that only `return 1` (the `Semaphore`'s KEYS and ARGV)",
+    acquire: (key, token) => swap(semaphoreAcquire(key, token), nothing),
+    release: (key, token) => swap(semaphore.release(key, token), nothing)
+  },
+  { name: "@sage/lock's `Semaphore` protocol", acquire: semaphoreAcquire, release: semaphore.release },
+  {
+    name: "  without the fencing token on acquire",
+    acquire: (key, token) => swap(semaphoreAcquire(key, token), semaphoreAcquireWithoutFence),
+    release: semaphore.release
+  }
+]
+
+/** The tables the report prints, each with its own first row as the yardstick of its ratios. */
+const tables: ReadonlyArray<{ readonly title: string; readonly variants: ReadonlyArray<Variant> }> = [
+  { title: "Locks", variants: lockVariants },
+  { title: "Semaphores (1 permit of 4)", variants: semaphoreVariants }
+]
+
 const serverCpuMicros = async (client: Client): Promise<number> => parseCpuMicros(await client.info("cpu"))
 
 /** Runs `cycles` cycles of `variant`, `concurrency` at a time; answers server CPU us per cycle. */
@@ -126,35 +196,45 @@ const measure = async (client: Client, variant: Variant, cycles: number, round: 
   return (after - before) / cycles
 }
 
+/** One table's variants in `plan.rounds` rounds, order rotated each round: its Markdown table. */
+const measureTable = (client: Client, variants: ReadonlyArray<Variant>, plan: Plan, label: string) =>
+  Effect.gen(function* () {
+    const perVariant = variants.map((): Array<number> => [])
+    const ratios = variants.map((): Array<number> => [])
+    for (let round = 0; round < plan.rounds; round++) {
+      const order = variants.map((_, i) => (i + round) % variants.length)
+      const cost: Array<number> = []
+      for (const i of order) {
+        cost[i] = yield* Effect.tryPromise({
+          try: () => measure(client, variants[i]!, plan.cycles, round),
+          catch: (cause) => new ServerCostError({ message: String(cause) })
+        })
+      }
+      for (let i = 0; i < variants.length; i++) {
+        perVariant[i]!.push(cost[i]!)
+        ratios[i]!.push(cost[i]! / cost[0]!)
+      }
+      process.stderr.write(`${label}: round ${round + 1} of ${plan.rounds} done\n`)
+    }
+    const rows = variants.map((variant, i) => [
+      variant.name,
+      perVariant[i]!.length > 0 ? median(perVariant[i]!).toFixed(2) : "",
+      `${Math.min(...perVariant[i]!).toFixed(2)}-${Math.max(...perVariant[i]!).toFixed(2)}`,
+      `${median(ratios[i]!).toFixed(2)}x`
+    ])
+    return table(["server CPU per cycle", "median us", "rounds' range", "to the first row"], rows)
+  })
+
 const runOn = (flavor: ServerBinary.Flavor, plan: Plan) =>
   Effect.scoped(
     Effect.gen(function* () {
       const server = yield* RedisServer.start({ flavor })
       const client = yield* withScripts(server.url, scripts, (message) => new ServerCostError({ message }))
-      const perVariant = variants.map((): Array<number> => [])
-      const ratios = variants.map((): Array<number> => [])
-      for (let round = 0; round < plan.rounds; round++) {
-        const order = variants.map((_, i) => (i + round) % variants.length)
-        const cost: Array<number> = []
-        for (const i of order) {
-          cost[i] = yield* Effect.tryPromise({
-            try: () => measure(client, variants[i]!, plan.cycles, round),
-            catch: (cause) => new ServerCostError({ message: String(cause) })
-          })
-        }
-        for (let i = 0; i < variants.length; i++) {
-          perVariant[i]!.push(cost[i]!)
-          ratios[i]!.push(cost[i]! / cost[0]!)
-        }
-        process.stderr.write(`${flavor}: round ${round + 1} of ${plan.rounds} done\n`)
+      const parts: Array<string> = []
+      for (const { title, variants } of tables) {
+        parts.push(`#### ${title}\n\n${yield* measureTable(client, variants, plan, `${flavor}, ${title}`)}`)
       }
-      const rows = variants.map((variant, i) => [
-        variant.name,
-        perVariant[i]!.length > 0 ? median(perVariant[i]!).toFixed(2) : "",
-        `${Math.min(...perVariant[i]!).toFixed(2)}-${Math.max(...perVariant[i]!).toFixed(2)}`,
-        `${median(ratios[i]!).toFixed(2)}x`
-      ])
-      return table(["server CPU per cycle", "median us", "rounds' range", "to the baseline"], rows)
+      return parts.join("\n\n")
     })
   )
 
