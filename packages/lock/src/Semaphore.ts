@@ -26,7 +26,6 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Metric from "effect/Metric"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as KeyCodec from "./KeyCodec.ts"
@@ -37,7 +36,6 @@ import * as Calls from "./internal/calls.ts"
 import { grantingWaiterPrefix, ownChannelWaiterPrefix, pollingWaiterPrefix } from "./internal/lua.ts"
 import { acquireScoped } from "./internal/scoped.ts"
 import * as SemaphoreCalls from "./internal/semaphoreCalls.ts"
-import * as SemaphoreMetrics from "./SemaphoreMetrics.ts"
 import { checkKeyCodec, checkOptions, invalid, makeSettings, tryBudgetMillis } from "./internal/settings.ts"
 import * as WaiterIds from "./internal/waiterIds.ts"
 
@@ -193,7 +191,6 @@ export const make: <K = string>(
     const lockShared = yield* Calls.makeShared(backend, settings)
     const shared: SemaphoreCalls.Client = {
       ...lockShared,
-      permitsHeld: Metric.withAttributes(SemaphoreMetrics.permitsHeld, { namespace: settings.namespace }),
       waiterIds: WaiterIds.make(
         backend.wakeups === undefined
           ? pollingWaiterPrefix

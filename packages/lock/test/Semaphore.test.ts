@@ -52,6 +52,32 @@ describe("Semaphore (in memory)", () => {
     }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 
+  it.effect("the permits gauge falls back when a body fails or its caller is interrupted", () =>
+    Effect.gen(function* () {
+      const backend = yield* MemoryBackend.make
+      const semaphores = yield* client(backend, { namespace: "gauged-ends" })
+      const held = Effect.map(
+        Metric.value(Metric.withAttributes(SemaphoreMetrics.permitsHeld, { namespace: "gauged-ends" })),
+        (state) => state.value
+      )
+      const failed = yield* Effect.exit(
+        semaphores.withPermits("k", { limit: 3, permits: 2, waitTimeout: "1 second" })(Effect.fail("boom"))
+      )
+      assert.isTrue(Exit.isFailure(failed))
+      assert.strictEqual(yield* held, 0)
+      const inside = yield* Deferred.make<void>()
+      const fiber = yield* Effect.forkChild(
+        semaphores.withPermits("k", { limit: 3, permits: 3, waitTimeout: "1 second" })(
+          Effect.andThen(Deferred.succeed(inside, undefined), Effect.never)
+        )
+      )
+      yield* Deferred.await(inside)
+      assert.strictEqual(yield* held, 3)
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(yield* held, 0)
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
   it.effect("bad permits and limits are InvalidArgument naming the option, before any server call", () =>
     Effect.gen(function* () {
       const backend = yield* MemoryBackend.make

@@ -324,6 +324,8 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
     const { call } = this
     const lease = this.lease!
     lease.renewal = this.renewal
+    // A semaphore's permits count in its gauge from the body's start to its end (`afterBody`).
+    if (call.permits !== undefined) this.client.metrics.permitsHeld(call.context, call.permits.count)
     const forked = Effect.runForkWith(Context.add(call.context, Lease, lease) as Context.Context<never>)(this.body)
     this.fiber = forked
     // Counted here rather than before the fork: metric updates are not free, and the body
@@ -345,6 +347,8 @@ class LockedCall<A, E, B> implements Caller, Renewals.Holder {
   }
 
   afterBody(bodyExit: Exit.Exit<A, E>): Effect.Effect<B, E | LockError> {
+    const { permits } = this.call
+    if (permits !== undefined) this.client.metrics.permitsHeld(this.call.context, -permits.count)
     const renewal = this.renewal!
     this.client.renewals.unregister(renewal)
     this.validUntil = renewal.validUntil

@@ -1,4 +1,5 @@
-// Recording the LockMetrics of one lock client. The attribute sets are fixed per client (namespace,
+// Recording the LockMetrics of one lock client (and a semaphore client's permits gauge,
+// SemaphoreMetrics). The attribute sets are fixed per client (namespace,
 // outcome, phase), so the series are made once, when the client is made. Updates on the
 // hot path are plain function calls against the fiber's context (`Metric.updateUnsafe`), made from
 // a step the lock call runs anyway, with no Effect built per update.
@@ -8,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
 import * as LockMetrics from "../LockMetrics.ts"
+import * as SemaphoreMetrics from "../SemaphoreMetrics.ts"
 import type { AcquireOutcome } from "./acquisition.ts"
 
 export type Phase = "acquire" | "renew" | "release"
@@ -24,6 +26,8 @@ export interface ClientMetrics {
   readonly acquired: (context: Ctx, start: number, end: number) => void
   /** Counts a `LockLost` that renewal raised while the body ran. */
   readonly run: (context: Ctx, exit: Exit.Exit<unknown, unknown>) => void
+  /** Adds `delta` to the permits its bodies hold (a semaphore call's body starting or ending). */
+  readonly permitsHeld: (context: Ctx, delta: number) => void
   /** A `tryWithLock` that found another fiber of its client holding or waiting for the key. */
   readonly busyInProcess: Effect.Effect<void>
   /**
@@ -40,8 +44,13 @@ const isTagged = (error: unknown, tag: string): boolean =>
  * One series of `metric`: its updates carry `attributes` besides the fiber's own metric attributes,
  * as `Metric.withAttributes` would, with the attributed context made once per fiber context
  * (`withAttributes` makes it on every update: about 150 bytes and a context lookup, twice a call).
+ * `how` is `update` (a counter's increment, a histogram's sample) or `modify` (a gauge's change).
  */
-const series = <In>(metric: Metric.Metric<In, unknown>, attributes: Readonly<Record<string, string>>) => {
+const series = <In>(
+  metric: Metric.Metric<In, unknown>,
+  attributes: Readonly<Record<string, string>>,
+  how: "update" | "modify" = "update"
+) => {
   const attributed = new WeakMap<Ctx, Ctx>()
   return (value: In, context: Ctx): void => {
     let withAttributes = attributed.get(context)
@@ -50,7 +59,8 @@ const series = <In>(metric: Metric.Metric<In, unknown>, attributes: Readonly<Rec
       withAttributes = Context.add(context, Metric.CurrentMetricAttributes, { ...own, ...attributes })
       attributed.set(context, withAttributes)
     }
-    metric.updateUnsafe(value, withAttributes)
+    if (how === "update") metric.updateUnsafe(value, withAttributes)
+    else metric.modifyUnsafe(value, withAttributes)
   }
 }
 
@@ -73,11 +83,13 @@ export const make = (namespace: string): ClientMetrics => {
     renew: counting(LockMetrics.lost, { namespace, phase: "renew" }),
     release: counting(LockMetrics.lost, { namespace, phase: "release" })
   }
+  const permitsHeldSeries = series(SemaphoreMetrics.permitsHeld, { namespace }, "modify")
   const held = (context: Ctx, start: number, end: number): void => {
     acquired.update(context)
     waitTime((end - start) / 1000, context)
   }
   return {
+    permitsHeld: (context, delta) => permitsHeldSeries(delta, context),
     lost: (phase) => lostBy[phase].effect,
     acquired: held,
     acquisition: (context, exit, start, end) => {

@@ -6,7 +6,6 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { identity } from "effect/Function"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as KeyCodec from "../KeyCodec.ts"
@@ -20,20 +19,10 @@ import { monotonicMillis } from "./time.ts"
 import { traced } from "./tracing.ts"
 import type { WaiterIds } from "./waiterIds.ts"
 
-/** What every call of one semaphore client shares: a lock client's, its waiter ids and its gauge. */
+/** What every call of one semaphore client shares: a lock client's and its waiter ids. */
 export interface Client extends Locked.Client {
   readonly waiterIds: WaiterIds
-  /** `SemaphoreMetrics.permitsHeld` with the client's namespace. */
-  readonly permitsHeld: Metric.Gauge<number>
 }
-
-/** `body`, counted in the permits gauge while it runs (it holds `count` permits then). */
-const holding = <A, E, R>(shared: Client, count: number, body: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.acquireUseRelease(
-    Metric.modify(shared.permitsHeld, count),
-    () => body,
-    () => Metric.modify(shared.permitsHeld, -count)
-  )
 
 /** The largest limit a semaphore takes: permits are counted in the server's 64-bit integers. */
 export const maxLimit = 2 ** 31 - 1
@@ -93,7 +82,7 @@ export const withPermits = <K, A, E, R>(
               permits: permits.success,
               waiterId
             },
-            holding(shared, permits.success.count, body),
+            body,
             identity,
             waitingIsNeverBusy,
             restore
@@ -135,7 +124,7 @@ export const tryWithPermits = <K, A, E, R>(
             context,
             permits: permits.success
           },
-          holding(shared, permits.success.count, body),
+          body,
           Option.some,
           busyOutcome,
           restore
