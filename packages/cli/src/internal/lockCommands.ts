@@ -1,12 +1,10 @@
 // The lock commands: `inspect`, `list` and `release --force`, over `LockAdmin`.
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { LockScripts } from "@sage/lock"
 import { LockAdmin } from "@sage/lock-node-redis"
 import { connectionFlags, json } from "./flags.ts"
 import * as Output from "./output.ts"
-import { checkKey, checkNamespace, fail, printed, withAdmin } from "./withAdmin.ts"
+import { checkNamespace, fail, printed, serverKey, show, withAdmin } from "./withAdmin.ts"
 
 const keyArgument = Argument.String("key").pipe(
   Argument.withDescription("The lock's key as the application passes it to withLock (the key codec's text)")
@@ -15,14 +13,12 @@ const keyArgument = Argument.String("key").pipe(
 export const inspect = Command.make("inspect", { key: keyArgument, json, ...connectionFlags }, (input) =>
   printed(
     Effect.gen(function* () {
-      yield* checkNamespace(input.namespace)
-      yield* checkKey(input.key)
-      const redisKey = LockScripts.lockKey(input.namespace, input.key)
+      const redisKey = yield* serverKey(input.namespace, input.key)
       const info = yield* withAdmin(input, (client, timeoutMillis) =>
         LockAdmin.inspect(client, redisKey, { timeoutMillis })
       )
       const report = Output.report(input.namespace, info, input.key)
-      yield* Console.log(input.json ? JSON.stringify(report) : Output.inspectText(report))
+      yield* show(input.json, report, Output.inspectText)
     })
   )
 ).pipe(
@@ -44,7 +40,7 @@ export const list = Command.make("list", { json, ...connectionFlags }, (input) =
         LockAdmin.list(client, input.namespace, { timeoutMillis })
       )
       const reports = locks.map((info) => Output.report(input.namespace, info))
-      yield* Console.log(input.json ? JSON.stringify(reports) : Output.listText(input.namespace, reports))
+      yield* show(input.json, reports, (all) => Output.listText(input.namespace, all))
     })
   )
 ).pipe(
@@ -79,16 +75,12 @@ export const release = Command.make(
               "you know is dead (see docs/admin.md)"
           )
         }
-        yield* checkNamespace(input.namespace)
-        yield* checkKey(input.key)
-        const redisKey = LockScripts.lockKey(input.namespace, input.key)
+        const redisKey = yield* serverKey(input.namespace, input.key)
         const released = yield* withAdmin(input, (client, timeoutMillis) =>
           LockAdmin.forceRelease(client, redisKey, { force: true, timeoutMillis })
         )
-        yield* Console.log(
-          input.json
-            ? JSON.stringify({ key: input.key, redisKey, released })
-            : Output.releaseText(input.key, redisKey, released)
+        yield* show(input.json, { key: input.key, redisKey, released }, () =>
+          Output.releaseText(input.key, redisKey, released)
         )
       })
     )

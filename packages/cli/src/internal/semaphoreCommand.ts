@@ -1,13 +1,11 @@
 // The `semaphore` command group: `inspect`, `list` and `release --holder --force` for semaphores and
 // read-write locks, over `SemaphoreAdmin`.
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { LockScripts } from "@sage/lock"
 import { SemaphoreAdmin } from "@sage/lock-node-redis"
 import { connectionFlags, json } from "./flags.ts"
 import * as Output from "./output.ts"
-import { checkKey, checkNamespace, fail, printed, withAdmin } from "./withAdmin.ts"
+import { checkNamespace, fail, printed, serverKey, show, withAdmin } from "./withAdmin.ts"
 
 const semaphoreFlags = {
   ...connectionFlags,
@@ -26,14 +24,12 @@ const semaphoreKeyArgument = Argument.String("key").pipe(
 const semaphoreInspect = Command.make("inspect", { key: semaphoreKeyArgument, json, ...semaphoreFlags }, (input) =>
   printed(
     Effect.gen(function* () {
-      yield* checkNamespace(input.namespace)
-      yield* checkKey(input.key)
-      const redisKey = LockScripts.lockKey(input.namespace, input.key)
+      const redisKey = yield* serverKey(input.namespace, input.key)
       const info = yield* withAdmin(input, (client, timeoutMillis) =>
         SemaphoreAdmin.inspect(client, redisKey, { timeoutMillis })
       )
       const report = Output.semaphoreReport(input.namespace, info, input.key)
-      yield* Console.log(input.json ? JSON.stringify(report) : Output.semaphoreText(report))
+      yield* show(input.json, report, Output.semaphoreText)
     })
   )
 ).pipe(
@@ -54,7 +50,7 @@ const semaphoreList = Command.make("list", { json, ...semaphoreFlags }, (input) 
         SemaphoreAdmin.list(client, input.namespace, { timeoutMillis })
       )
       const reports = semaphores.map((info) => Output.semaphoreReport(input.namespace, info))
-      yield* Console.log(input.json ? JSON.stringify(reports) : Output.semaphoreListText(input.namespace, reports))
+      yield* show(input.json, reports, (all) => Output.semaphoreListText(input.namespace, all))
     })
   )
 ).pipe(Command.withDescription("List the semaphores of a namespace the servers know, by SCAN on every master"))
@@ -83,16 +79,12 @@ const semaphoreRelease = Command.make(
               "for a holder you know is dead (see docs/admin.md)"
           )
         }
-        yield* checkNamespace(input.namespace)
-        yield* checkKey(input.key)
-        const redisKey = LockScripts.lockKey(input.namespace, input.key)
+        const redisKey = yield* serverKey(input.namespace, input.key)
         const released = yield* withAdmin(input, (client, timeoutMillis) =>
           SemaphoreAdmin.forceRelease(client, redisKey, input.holder, { force: true, timeoutMillis })
         )
-        yield* Console.log(
-          input.json
-            ? JSON.stringify({ key: input.key, redisKey, holder: input.holder, released })
-            : Output.permitsReleaseText(input.key, input.holder, released)
+        yield* show(input.json, { key: input.key, redisKey, holder: input.holder, released }, () =>
+          Output.permitsReleaseText(input.key, input.holder, released)
         )
       })
     )

@@ -4,6 +4,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import { LockScripts } from "@sage/lock"
 import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
 import type { LockAdmin } from "@sage/lock-node-redis"
 import { CommandFailed } from "../CommandFailed.ts"
@@ -21,6 +22,14 @@ export const checkNamespace = (namespace: string) =>
 
 /** A key or an election name must not be empty. */
 export const checkKey = (key: string) => (key.length === 0 ? fail("the key must not be empty") : Effect.void)
+
+/** The key's name on the servers (`<namespace>:{<key>}`), once the namespace and the key pass their checks. */
+export const serverKey = (namespace: string, key: string): Effect.Effect<string, CommandFailed> =>
+  Effect.andThen(checkNamespace(namespace), Effect.as(checkKey(key), LockScripts.lockKey(namespace, key)))
+
+/** Prints `report` on standard output: one line of JSON with `--json`, else `text` of it. */
+export const show = <R>(json: boolean, report: R, text: (report: R) => string): Effect.Effect<void> =>
+  Console.log(json ? JSON.stringify(report) : text(report))
 
 /**
  * Runs `use` with a client connected as the flags say, closed afterwards. Every failure becomes a
