@@ -232,8 +232,13 @@ const takeoversOf = (key: string, calls: ReadonlyArray<Call>, input: HistoryInpu
       continue
     }
     const next = entered.find((call) => (call.entered ?? 0) > killedAt)
+    // The key is free by the end of the lease the holder last renewed, at most a lease after the kill.
+    // A takeover is owed only to a call still waiting then: one that gave up earlier (its wait
+    // budget ran out while the dead lease ran) was never owed the key, and a free key with a live
+    // waiter is the idle check's business.
+    const freeBy = killedAt + input.leaseMillis * 1000
     const awaited = calls.some((call) =>
-      waitingSpans(call, input.workerFaults, input.endedAt).some(([from, to]) => to > killedAt && from < input.endedAt)
+      waitingSpans(call, input.workerFaults, input.endedAt).some(([from, to]) => to > freeBy && from < input.endedAt)
     )
     takeovers.push({ key, holder, killedAt, next, awaited })
   }

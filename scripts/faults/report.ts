@@ -153,7 +153,7 @@ export const renderReport = (input: ReportInput): string => {
       "more than 250 ms against the host's monotonic clock (measured before and after the run; the host's clock was stepped) is judged on its " +
       "overlaps as a violation cell, and says so in its notes: a forward step ends leases early on the server (docs/semantics.md, Limits). Every cell also requires no hangs, no unhandled errors, " +
       "no keys left, no stranded registration, every grant ended (released, lost, failed, or its worker killed), the key of a killed holder taken " +
-      "over within its lease + 1 s when others wait for it (in a semaphore row, its permits back in use once its lease has run out: the head of " +
+      "over within its lease + 1 s when others still wait for it once that lease has surely ended (in a semaphore row, its permits back in use once its lease has run out: the head of " +
       "the line, the live call waiting longest, never goes more than 1 s without being served when it would be with the dead holders' permits " +
       "and is not without them, until live bodies are seen holding more than the limit less those permits), the idle bound where a scenario sets one, and at least one acquisition after the fault healed. " +
       "In an election row the leaders' work is judged as a lock's bodies (terms are its fencing tokens), and whatever the expectation the " +

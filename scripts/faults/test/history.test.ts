@@ -88,6 +88,32 @@ describe("fault matrix checker: grant history", () => {
     assert.deepStrictEqual(history.takeovers.map(takeoverMillis), [3050])
   })
 
+  it("owes a killed holder's key only to calls still waiting when its lease has surely ended", () => {
+    const killedHolder = call(1, "1.0.0", "k0", { begin: 0, entered: 10, ended: false }, 100)
+    const kill: ReadonlyArray<WorkerFault> = [{ worker: 1, from: 50 * ms, to: Infinity }]
+    // Waits from 5 ms and gives up at 2900 ms, before the lease (3000 ms from the kill) is over; the
+    // next call comes at 6000 ms and finds the key free: nobody was kept from it.
+    const gaveUp = run(
+      [
+        ...killedHolder,
+        { worker: 2, line: ["B", "2.0.0", "k0", 5 * ms] },
+        { worker: 2, line: ["X", "2.0.0", 2900 * ms, "TimedOut", ""] },
+        ...call(3, "3.0.0", "k0", { begin: 6000, entered: 6000, left: 6010 }, 200)
+      ],
+      kill
+    )
+    assert.deepStrictEqual(
+      gaveUp.takeovers.map((t) => [t.awaited, takeoverMillis(t)]),
+      [[false, 5950]]
+    )
+    // Still waiting at 3100 ms and served only at 6000 ms: the takeover was owed and came late.
+    const kept = run([...killedHolder, ...call(2, "2.0.0", "k0", { begin: 5, entered: 6000, left: 6010 }, 200)], kill)
+    assert.deepStrictEqual(
+      kept.takeovers.map((t) => [t.awaited, takeoverMillis(t)]),
+      [[true, 5950]]
+    )
+  })
+
   it("reports a grant that never ended while its worker lived", () => {
     const history = run([...call(1, "1.0.0", "k0", { begin: 0, entered: 10, ended: false }, 300)])
     assert.deepStrictEqual(
