@@ -13,7 +13,7 @@ export const lockScriptShas = {
 } as const
 
 /** The node-redis backend's claim window (only read by the script when waiters are registered). */
-const claimMillis = "500"
+export const claimMillis = "500"
 
 /** `EVALSHA` of the acquire script for `key`, held by `token` for `leaseMillis`. */
 export const lockAcquireCommand = (key: string, token: string, leaseMillis: string): Array<string> => [

@@ -4,6 +4,7 @@
 // wake-up channel, publish command and claim window, which the scripts read only when waiters are
 // registered.
 import { LockScripts, SemaphoreScripts } from "@sage/lock"
+import { claimMillis } from "./lockCommands.ts"
 import type { Protocol } from "./peers/baseline.ts"
 import { scriptSha } from "./scriptSha.ts"
 
@@ -12,9 +13,6 @@ const shas = {
   renew: scriptSha(SemaphoreScripts.renew),
   release: scriptSha(SemaphoreScripts.release)
 } as const
-
-/** The node-redis backend's claim window (read by the scripts only when waiters are registered). */
-const claimMillis = "500"
 
 /** The semaphore's protocol for one permit of `limit`, as the polling loop of peers/baseline.ts sends it. */
 export const semaphoreProtocol = (limit: number): Protocol => ({
