@@ -167,8 +167,30 @@ const endingsOf = (grants: ReadonlyArray<Call>, faults: ReadonlyArray<WorkerFaul
 }
 
 /**
+ * The calls of killed workers that may hold a lock key nobody is seen holding: a call still waiting
+ * when its worker was killed, on a key with no body inside then. Its grant may have come just before
+ * the kill (a release's hand-off it claimed, or a free key it took) with its body not yet entered, and
+ * the key then stays held, unseen, until that lease runs out, as a killed holder's does. While
+ * another body is inside, the key is that body's, and the dead call can hold nothing: a dead waiter
+ * must then be passed over, which the idle check still sees.
+ */
+const unseenHoldersOf = (
+  calls: ReadonlyArray<Call>,
+  bodies: ReadonlyArray<readonly [number, number]>,
+  input: HistoryInput
+): Array<{ readonly call: Call; readonly killedAt: number }> =>
+  calls.flatMap((call) => {
+    if (call.entered !== undefined || call.ended !== undefined || call.permits !== undefined) return []
+    const killedAt = killTime(input.workerFaults, call.worker)
+    if (killedAt === undefined || call.begin > killedAt) return []
+    const held = bodies.some(([from, to]) => from <= killedAt && killedAt < to)
+    return held ? [] : [{ call, killedAt }]
+  })
+
+/**
  * The longest idle stretch of one key: a sweep over body intervals (a killed holder's counted until
- * its lease could have run out, since its key stays held until then) and waiting spans.
+ * its lease could have run out, since its key stays held until then, and so is an unseen holder's:
+ * `unseenHoldersOf`) and waiting spans.
  */
 const longestIdleOf = (key: string, calls: ReadonlyArray<Call>, input: HistoryInput): Idle | undefined => {
   const leaseMicros = input.leaseMillis * 1000
@@ -178,10 +200,12 @@ const longestIdleOf = (key: string, calls: ReadonlyArray<Call>, input: HistoryIn
     readonly waiting: number
     readonly id: string
   }> = []
+  const bodies: Array<readonly [number, number]> = []
   for (const call of calls) {
     if (call.entered !== undefined) {
       const killed = call.left === undefined ? killTime(input.workerFaults, call.worker) : undefined
       const end = killed === undefined ? bodyEnd(call, input.workerFaults, input.endedAt) : killed + leaseMicros
+      bodies.push([call.entered, Math.max(end, call.entered)])
       events.push({ t: call.entered, occupied: 1, waiting: 0, id: call.id })
       events.push({ t: Math.max(end, call.entered), occupied: -1, waiting: 0, id: call.id })
     }
@@ -189,6 +213,10 @@ const longestIdleOf = (key: string, calls: ReadonlyArray<Call>, input: HistoryIn
       events.push({ t: from, occupied: 0, waiting: 1, id: call.id })
       events.push({ t: to, occupied: 0, waiting: -1, id: call.id })
     }
+  }
+  for (const { call, killedAt } of unseenHoldersOf(calls, bodies, input)) {
+    events.push({ t: killedAt, occupied: 1, waiting: 0, id: call.id })
+    events.push({ t: killedAt + leaseMicros, occupied: -1, waiting: 0, id: call.id })
   }
   // At equal times bodies enter before they leave and waits end before they begin: a hand-off in
   // the same microsecond is no idle time.

@@ -132,7 +132,7 @@ export const renderReport = (input: ReportInput): string => {
       "more than 2 s after their body ended (a leader's: 4 s, for its confirmation, release and announcement, each bounded on its own), each with 250 ms of scheduling tolerance (time a worker spent stopped by the test is not counted); " +
       "**max wait ms** the longest wait of a call, to its body or its failure; **gap ms** the longest time in which no body " +
       "entered on any key (how hard the fault hit); **idle ms** the longest time a key had no body inside while live calls (of running " +
-      "workers) waited for it, a killed holder's key counting as held for a lease after the kill (how promptly hand-offs happen); **left** " +
+      "workers) waited for it, a killed holder's key counting as held for a lease after the kill, as does a lock key that a killed worker's call was waiting for with no body inside, since its grant may have come just before the kill with its body not yet entered (how promptly hand-offs happen); **left** " +
       "keys of the namespace (other than fence keys and elections' leader records `<key>:leader`, both kept on purpose, and waiter queues) " +
       "still present in that final read: lock keys (an election's too), and a " +
       "semaphore's holders (`<key>`) and `<key>:permits`; " +

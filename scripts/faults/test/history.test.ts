@@ -143,7 +143,7 @@ describe("fault matrix checker: grant history", () => {
   it("does not count a paused or killed worker's waits as keeping a key idle", () => {
     const history = run(
       [
-        ...call(1, "1.0.0", "k0", { begin: 0, entered: 10, left: 20 }, 100),
+        ...call(1, "1.0.0", "k0", { begin: 0, entered: 10, left: 30 }, 100),
         ...call(2, "2.0.0", "k0", { begin: 15, ended: false }),
         ...call(3, "3.0.0", "k0", { begin: 15, entered: 2050, left: 2060 }, 200)
       ],
@@ -155,5 +155,23 @@ describe("fault matrix checker: grant history", () => {
     const idle = history.longestIdle
     // Worker 2 died waiting at 25 ms, worker 3 was stopped from 18 to 1990 ms: idle only after that.
     assert.deepStrictEqual([idle?.from, idle?.to], [1990 * ms, 2050 * ms])
+  })
+
+  it("counts a key as held for a lease by a call killed while waiting on it free, not while another body held it", () => {
+    const lines = (releasedAt: number) => [
+      ...call(1, "1.0.0", "k0", { begin: 0, entered: 10, left: releasedAt }, 100),
+      // Killed at 22 ms while waiting.
+      ...call(2, "2.0.0", "k0", { begin: 15, ended: false }),
+      ...call(3, "3.0.0", "k0", { begin: 18, entered: 3100, left: 3110 }, 200)
+    ]
+    const killed: ReadonlyArray<WorkerFault> = [{ worker: 2, from: 22 * ms, to: Infinity }]
+    // The key was free at the kill: worker 2's call may have taken it, its body not yet entered, and
+    // then the key stays held until 3022 ms. Idle only from there.
+    const free = run(lines(20), killed).longestIdle
+    assert.deepStrictEqual([free?.from, free?.to], [3022 * ms, 3100 * ms])
+    // Worker 1's body held the key at the kill: worker 2's call held nothing, and the 3 s the key then
+    // stood free with worker 3 waiting are idle.
+    const held = run(lines(30), killed).longestIdle
+    assert.deepStrictEqual([held?.from, held?.to], [30 * ms, 3100 * ms])
   })
 })
