@@ -20,25 +20,21 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import {
   type AcquireReply,
   type Backend,
-  type Elections,
-  type ElectionView,
-  type LeaderRecord,
   LockBackend,
   type Next,
   type ReleaseReply,
   type TransferReply,
   type Wakeups
 } from "./LockBackend.ts"
-import { observerId, recordRetentionMillis } from "./ElectionScripts.ts"
+import { observerId } from "./ElectionScripts.ts"
 import { fenceRetentionMillis } from "./LockScripts.ts"
+import { memoryElections } from "./internal/memoryElections.ts"
+import { Mailboxes } from "./internal/memoryMailboxes.ts"
 import { MemorySemaphores } from "./internal/memorySemaphores.ts"
 
 interface Entry {
@@ -59,16 +55,8 @@ interface Registration {
   lapsesAt: number
 }
 
-/** Wake-ups of one waiter on one key: fibers waiting for one, or one sent while none waited. */
-interface Mailbox {
-  readonly waiting: Set<Deferred.Deferred<true | Next>>
-  woken: boolean
-}
-
 /** How long the head of a line has to take a key a release woke it for (the servers' claim window). */
 const claimMillis = 500
-
-const mailboxKey = (key: string, waiterId: string): string => `${key}\u0000${waiterId}`
 
 /**
  * The clock as the scripts read the server's `TIME`: milliseconds, with the microseconds as their
@@ -100,7 +88,7 @@ const millisLeft = (expiresAt: number, now: number): number =>
  * left, `-1` without expiry, `-2` when absent. Semaphores and election records are not in the view.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Keys {
   /** The token that holds `key` (`GET`), or `null`. */
@@ -131,7 +119,7 @@ export interface Keys {
  * ```
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const makeWithKeys: Effect.Effect<{ readonly backend: Backend; readonly keys: Keys }> = Effect.sync(() => {
   const entries = new Map<string, Entry>()
@@ -174,37 +162,24 @@ export const makeWithKeys: Effect.Effect<{ readonly backend: Backend; readonly k
   // Each key's line of waiting clients, as the servers keep it: the first registration keeps its
   // place, lapsed ones are dropped, and a free key belongs to the head.
   const lines = new Map<string, Map<string, Registration>>()
-  const mailboxes = new Map<string, Mailbox>()
+  const mailboxes = new Mailboxes()
   const headOf = (key: string, now: number): string | undefined => {
     const line = lines.get(key)
     if (line === undefined) return undefined
     for (const [id, registration] of line) {
       if (registration.lapsesAt > now) return id
       line.delete(id)
-      mailboxes.delete(mailboxKey(key, id))
+      mailboxes.drop(key, id)
     }
     lines.delete(key)
     return undefined
   }
   const withdraw = (key: string, waiterId: string): boolean => {
-    mailboxes.delete(mailboxKey(key, waiterId))
+    mailboxes.drop(key, waiterId)
     const line = lines.get(key)
     if (line === undefined || !line.delete(waiterId)) return false
     if (line.size === 0) lines.delete(key)
     return true
-  }
-  // A message that finds nobody waiting counts as a wake-up when its waiter next waits.
-  const wake = (key: string, waiterId: string, message: true | Next): void => {
-    const name = mailboxKey(key, waiterId)
-    const mailbox = mailboxes.get(name)
-    if (mailbox === undefined || mailbox.waiting.size === 0) {
-      mailboxes.set(name, { waiting: new Set(), woken: true })
-      return
-    }
-    // Taken out first: a fiber resumed here may wait again at once, on this same mailbox.
-    const waiting = [...mailbox.waiting]
-    mailbox.waiting.clear()
-    for (const deferred of waiting) Deferred.doneUnsafe(deferred, Exit.succeed(message))
   }
   const behindHead: Next = { _tag: "Next", claimMillis }
   // The key is free: its head has the claim window to take it, and is told so; the one behind it
@@ -215,10 +190,10 @@ export const makeWithKeys: Effect.Effect<{ readonly backend: Backend; readonly k
     const line = lines.get(key)!
     const registration = line.get(head)!
     registration.lapsesAt = Math.min(registration.lapsesAt, now + claimMillis)
-    wake(key, head, true)
+    mailboxes.wake(key, head, true)
     for (const [id, next] of line) {
       if (id === head || next.lapsesAt <= now) continue
-      wake(key, id, behindHead)
+      mailboxes.wake(key, id, behindHead)
       return
     }
   }
@@ -230,80 +205,27 @@ export const makeWithKeys: Effect.Effect<{ readonly backend: Backend; readonly k
     },
     lastFence,
     keepFence,
-    wake: (key, waiterId) => wake(key, waiterId, true),
+    wake: (key, waiterId) => mailboxes.wake(key, waiterId, true),
     claimMillis
   })
 
   const wakeups: Wakeups = {
-    await: (key, waiterId, millis) =>
-      Effect.suspend(() => {
-        const name = mailboxKey(key, waiterId)
-        let mailbox = mailboxes.get(name)
-        if (mailbox?.woken === true) {
-          mailbox.woken = false
-          return Effect.succeed(true)
-        }
-        if (mailbox === undefined) {
-          mailbox = { waiting: new Set(), woken: false }
-          mailboxes.set(name, mailbox)
-        }
-        const waiting = Deferred.makeUnsafe<true | Next>()
-        const box = mailbox
-        box.waiting.add(waiting)
-        return Deferred.await(waiting).pipe(
-          Effect.timeoutOption(millis),
-          Effect.map(Option.getOrElse((): boolean | Next => false)),
-          Effect.ensuring(Effect.sync(() => box.waiting.delete(waiting)))
-        )
-      }),
+    await: (key, waiterId, millis) => mailboxes.await(key, waiterId, millis),
     leave: (key, waiterId, _timeoutMillis, permits) =>
       Effect.map(serverNow, (now) => {
         if (permits !== undefined) {
-          mailboxes.delete(mailboxKey(key, waiterId))
+          mailboxes.drop(key, waiterId)
           semaphores.leave(key, waiterId, now)
         } else if (withdraw(key, waiterId) && live(key, now) === undefined) wakeHead(key, now)
       })
   }
 
-  // Elections' leader records, by lock key: a record counts while its term holds the key.
-  const records = new Map<string, { readonly record: LeaderRecord; readonly expiresAt: number }>()
-  const recordOf = (key: string, now: number): LeaderRecord | undefined => {
-    const kept = records.get(key)
-    if (kept === undefined) return undefined
-    if (kept.expiresAt > now) return kept.record
-    records.delete(key)
-    return undefined
-  }
-  const elections: Elections = {
-    proclaim: (request) =>
-      Effect.map(serverNow, (now) => {
-        if (live(request.key, now) === undefined || lastFence(request.key, now) !== request.term) return false
-        const previous = recordOf(request.key, now)
-        const record: LeaderRecord =
-          previous !== undefined && previous.term === request.term
-            ? { ...previous, value: request.value, revision: previous.revision + 1 }
-            : {
-                term: request.term,
-                candidate: request.candidate,
-                value: request.value,
-                since: Math.floor(now),
-                revision: 1
-              }
-        records.set(request.key, { record, expiresAt: now + recordRetentionMillis })
-        wake(request.key, observerId, true)
-        return true
-      }),
-    read: (key) =>
-      Effect.map(serverNow, (now): ElectionView => {
-        if (live(key, now) === undefined) return { _tag: "Vacant" }
-        const term = lastFence(key, now)
-        const record = recordOf(key, now)
-        return record !== undefined && record.term === term
-          ? { _tag: "Leading", record }
-          : { _tag: "Unproclaimed", term }
-      }),
-    announce: (key) => Effect.sync(() => wake(key, observerId, true))
-  }
+  const elections = memoryElections({
+    now: serverNow,
+    held: (key, now) => live(key, now) !== undefined,
+    lastFence,
+    announce: (key) => mailboxes.wake(key, observerId, true)
+  })
 
   const keys: Keys = {
     get: (key) =>
