@@ -25,6 +25,13 @@ const call = (
   return lines
 }
 
+/** Worker 1 holds k0 from 10 ms until `releasedAt`; worker 2 waits from 15 ms; worker 3 from 18, entering at 3100. */
+const waitersOfOneKey = (releasedAt: number): Lines => [
+  ...call(1, "1.0.0", "k0", { begin: 0, entered: 10, left: releasedAt }, 100),
+  ...call(2, "2.0.0", "k0", { begin: 15, ended: false }),
+  ...call(3, "3.0.0", "k0", { begin: 18, entered: 3100, left: 3110 }, 200)
+]
+
 const run = (lines: Lines, workerFaults: ReadonlyArray<WorkerFault> = []) =>
   check({
     lines,
@@ -158,20 +165,15 @@ describe("fault matrix checker: grant history", () => {
   })
 
   it("counts a key as held for a lease by a call killed while waiting on it free, not while another body held it", () => {
-    const lines = (releasedAt: number) => [
-      ...call(1, "1.0.0", "k0", { begin: 0, entered: 10, left: releasedAt }, 100),
-      // Killed at 22 ms while waiting.
-      ...call(2, "2.0.0", "k0", { begin: 15, ended: false }),
-      ...call(3, "3.0.0", "k0", { begin: 18, entered: 3100, left: 3110 }, 200)
-    ]
+    // Worker 2 is killed at 22 ms, waiting.
     const killed: ReadonlyArray<WorkerFault> = [{ worker: 2, from: 22 * ms, to: Infinity }]
     // The key was free at the kill: worker 2's call may have taken it, its body not yet entered, and
     // then the key stays held until 3022 ms. Idle only from there.
-    const free = run(lines(20), killed).longestIdle
+    const free = run(waitersOfOneKey(20), killed).longestIdle
     assert.deepStrictEqual([free?.from, free?.to], [3022 * ms, 3100 * ms])
     // Worker 1's body held the key at the kill: worker 2's call held nothing, and the 3 s the key then
     // stood free with worker 3 waiting are idle.
-    const held = run(lines(30), killed).longestIdle
+    const held = run(waitersOfOneKey(30), killed).longestIdle
     assert.deepStrictEqual([held?.from, held?.to], [30 * ms, 3100 * ms])
   })
 })
