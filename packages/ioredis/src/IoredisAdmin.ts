@@ -23,7 +23,7 @@
  * })
  * ```
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import type * as Effect from "effect/Effect"
 import type { Cluster, Redis } from "ioredis"
@@ -44,7 +44,7 @@ export type {
  * The clients the functions take: a `Redis` or a `Cluster`.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type Client = Redis | Cluster
 
@@ -70,7 +70,7 @@ const targetOf = (client: Client): CommandAdmin.Target => ({
  * atomically: held or not, the lease's remaining time, the last fencing token, the waiters.
  *
  * @category locks
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const inspectLock = (
   client: Client,
@@ -83,7 +83,7 @@ export const inspectLock = (
  * Every lock of a namespace that the servers know about, found with `SCAN` (never `KEYS`).
  *
  * @category locks
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const listLocks = (
   client: Client,
@@ -98,7 +98,7 @@ export const listLocks = (
  * `{ force: true }`; answers whether a lock was held.
  *
  * @category locks
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const forceReleaseLock = (
   client: Client,
@@ -112,7 +112,7 @@ export const forceReleaseLock = (
  * tokens and remaining leases, and waiters in line, read atomically.
  *
  * @category semaphores
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const inspectSemaphore = (
   client: Client,
@@ -125,7 +125,7 @@ export const inspectSemaphore = (
  * Every semaphore of a namespace in use (held, waited for, or keeping its limit), by `SCAN`.
  *
  * @category semaphores
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const listSemaphores = (
   client: Client,
@@ -140,7 +140,7 @@ export const listSemaphores = (
  * whether the holder held permits.
  *
  * @category semaphores
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const forceReleaseSemaphore = (
   client: Client,

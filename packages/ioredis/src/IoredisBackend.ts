@@ -18,7 +18,7 @@
  *   `InvalidArgument` (use the node-redis backend's `makeSentinel`).
  * - node-redis is not loaded (its package is a dependency for the shared protocol code only).
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -44,7 +44,7 @@ import { sendOn } from "./internal/send.ts"
  * layer: it fails with `LockRedisError` when a connection is not ready by then.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Options extends Omit<RedisOptions, "lazyConnect"> {
   /**
@@ -67,7 +67,7 @@ export interface Options extends Omit<RedisOptions, "lazyConnect"> {
  * `natMap`, ...), and the lock's own.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface ClusterOptions extends Omit<IoredisClusterOptions, "lazyConnect"> {
   /** Connections the lock opens to each master at most (an integer of at least 1; default 10). */
@@ -83,7 +83,7 @@ export interface ClusterOptions extends Omit<IoredisClusterOptions, "lazyConnect
  * lock sends its commands on it and duplicates it once for wake-ups.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type SharedClient = Pick<Redis, "call" | "duplicate" | "options">
 
@@ -92,7 +92,7 @@ export type SharedClient = Pick<Redis, "call" | "duplicate" | "options">
  * to the masters (with the cluster's `redisOptions`) and duplicates it once for wake-ups.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type SharedCluster = ClusterClient & Pick<Cluster, "isCluster">
 
@@ -123,7 +123,7 @@ const connectionOf = (client: Pick<Redis, "call">): CommandBackend.Connection =>
  * with `LockRedisError` when the server cannot be reached within `connectTimeout`.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const make = (
   options: Options = {}
@@ -186,7 +186,7 @@ export const make = (
  * ```
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const fromClient = (
   client: SharedClient | SharedCluster,
@@ -224,7 +224,7 @@ export const fromClient = (
  * opens to each master, an integer of at least 1; default 10).
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface SharedOptions {
   readonly wakeups?: boolean | undefined
@@ -308,7 +308,7 @@ const clusterBackend = (
  * ```
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const makeCluster = (
   nodes: ReadonlyArray<ClusterNode>,
@@ -334,7 +334,7 @@ export const makeCluster = (
  * The `LockBackend` layer on a Redis Cluster, over connections of its own (see `makeCluster`).
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const layerCluster = (
   nodes: ReadonlyArray<ClusterNode>,
@@ -360,7 +360,7 @@ export const layerCluster = (
  * ```
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, InvalidArgument | LockRedisError> =>
   Layer.effect(LockBackend.LockBackend, make(options))
@@ -369,7 +369,7 @@ export const layer = (options?: Options): Layer.Layer<LockBackend.LockBackend, I
  * The `LockBackend` layer over an ioredis client the application owns (see `fromClient`).
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const layerFromClient = (
   client: SharedClient | SharedCluster,

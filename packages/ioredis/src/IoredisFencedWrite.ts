@@ -9,7 +9,7 @@
  * It does not lock anything and does not retry: a `LockRedisError` says the write may or may not have
  * been applied (`mayHaveExecuted`). Bad options fail with `InvalidArgument` before anything is sent.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import type * as Effect from "effect/Effect"
 import type { Cluster, Redis } from "ioredis"
@@ -23,7 +23,7 @@ import { sendOn } from "./internal/send.ts"
  * `<key>:fence`; give the data key a hash tag on Cluster) and `timeoutMillis` (default 1000).
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type SetOptions = CommandBackend.FencedSetOptions
 
@@ -31,7 +31,7 @@ export type SetOptions = CommandBackend.FencedSetOptions
  * `Written`, or `Stale` with the newer token (`lastToken`) that had written, so nothing was written.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type SetResult = CommandBackend.FencedSetResult
 
@@ -60,7 +60,7 @@ export type SetResult = CommandBackend.FencedSetResult
  * ```
  *
  * @category writes
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const set = (
   redis: Pick<Redis, "call"> | Pick<Cluster, "call">,

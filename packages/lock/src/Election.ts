@@ -17,7 +17,7 @@
  *   told of each proclamation at once, and read again at least every `observeInterval` (a missed
  *   message, or a leader that crashed with nobody to take over, costs that much at most).
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -45,7 +45,7 @@ import type { Warnings } from "./internal/warnings.ts"
  * the epoch, on the server's clock) and how many times it proclaimed in this term (`revision`).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type Leader = LeaderRecord
 
@@ -53,7 +53,7 @@ export type Leader = LeaderRecord
  * Options of an election client. Validated once, when the client or layer is built.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface ElectionOptions {
   /**
@@ -79,7 +79,7 @@ export interface ElectionOptions {
  * Per-call options of `campaign`.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface CampaignOptions {
   /** What observers see of this leader until it proclaims something else. Defaults to `""`. */
@@ -101,7 +101,7 @@ export interface CampaignOptions {
  * Options of `run`.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface RunOptions {
   /** As for `campaign`: what each term proclaims first. */
@@ -116,7 +116,7 @@ export interface RunOptions {
  * An election client.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface ElectionClient {
   /** The validated namespace. */
@@ -171,7 +171,7 @@ export interface ElectionClient {
  * ```
  *
  * @category services
- * @since 0.4.0
+ * @since 0.2.1
  */
 export class Election extends Context.Service<Election, ElectionClient>()("@sage/lock/Election") {}
 
@@ -211,7 +211,7 @@ const optionalMillis = (field: string, input: unknown, fallback: number | undefi
  * ```
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const make: (
   options?: ElectionOptions
@@ -310,7 +310,7 @@ export const make: (
  * ```
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const layer = (
   options?: ElectionOptions
@@ -333,7 +333,7 @@ export const layer = (
  * ```
  *
  * @category accessors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const campaign = (
   name: string,
@@ -345,7 +345,7 @@ export const campaign = (
  * `leader` of the `Election` service.
  *
  * @category accessors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const leader = (
   name: string
@@ -356,7 +356,7 @@ export const leader = (
  * `observe` of the `Election` service.
  *
  * @category accessors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const observe = (
   name: string
@@ -367,7 +367,7 @@ export const observe = (
  * `run` of the `Election` service.
  *
  * @category accessors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const run = <E, R>(
   name: string,

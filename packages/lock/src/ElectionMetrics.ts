@@ -6,7 +6,7 @@
  * Attributes: `namespace` on all three; `outcome` on leadership durations (`resigned` for a lead
  * that ended by `resign` or its scope's close, `lost` for one that was lost).
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Metric from "effect/Metric"
 
@@ -14,7 +14,7 @@ import * as Metric from "effect/Metric"
  * Terms won: one per `campaign` that led (its first proclamation written).
  *
  * @category metrics
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const terms: Metric.Counter<number> = Metric.counter("sage.election.terms", {
   description: "leaderships won",
@@ -26,7 +26,7 @@ export const terms: Metric.Counter<number> = Metric.counter("sage.election.terms
  * doubling to about 23 days.
  *
  * @category metrics
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const leadershipDuration: Metric.Histogram<number> = Metric.histogram("sage.election.leadership.duration", {
   description: "time from winning a term to its end",
@@ -40,7 +40,7 @@ export const leadershipDuration: Metric.Histogram<number> = Metric.histogram("sa
  * the two clocks; values below zero are recorded as zero.
  *
  * @category metrics
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const observerLag: Metric.Histogram<number> = Metric.histogram("sage.election.observer.lag", {
   description: "time from a term's first proclamation to an observer seeing it",

@@ -16,7 +16,7 @@
  * naming `observerId`; candidates waiting for the lock listen on channels of their own, so the two
  * never mix.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import type { ElectionView } from "./LockBackend.ts"
 import * as Keys from "./internal/keys.ts"
@@ -27,7 +27,7 @@ import { fenceRetentionMillis } from "./internal/lua.ts"
  * every announcement publishes it.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const observerId = "observers"
 
@@ -35,7 +35,7 @@ export const observerId = "observers"
  * The leader record of an election whose lock key is `lockKey` (a hash in the same hash tag).
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const leaderKey = (lockKey: string): string => `${lockKey}:leader`
 
@@ -43,7 +43,7 @@ export const leaderKey = (lockKey: string): string => `${lockKey}:leader`
  * `KEYS` of every election script: the lock key, its fence key and its leader record.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const keysOf = (lockKey: string): readonly [string, string, string] => [
   lockKey,
@@ -57,7 +57,7 @@ export const keysOf = (lockKey: string): readonly [string, string, string] => [
  * unproclaimed until its leader proclaims again.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const recordRetentionMillis: number = fenceRetentionMillis
 
@@ -75,7 +75,7 @@ export const recordRetentionMillis: number = fenceRetentionMillis
  *   nothing changed.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const proclaim = `if redis.call("EXISTS", KEYS[1]) == 0 or tonumber(redis.call("GET", KEYS[2]) or "") ~= tonumber(ARGV[1]) then
   return 0
@@ -104,7 +104,7 @@ return 1
  *   ago, or its record expired); `term` is the last token issued, "" if the fence key is gone.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const read = `if redis.call("EXISTS", KEYS[1]) == 0 then
   return {0}
@@ -126,7 +126,7 @@ return {2, fence or ""}
  * - Reply: the number of connections that heard it.
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const announce = `return redis.call(ARGV[2], ARGV[1], ARGV[3])
 `
@@ -144,7 +144,7 @@ export const announce = `return redis.call(ARGV[2], ARGV[1], ARGV[3])
  * ```
  *
  * @category scripting
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const viewOf = (reply: unknown): ElectionView | undefined => {
   if (!Array.isArray(reply)) return undefined

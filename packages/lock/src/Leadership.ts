@@ -2,7 +2,7 @@
  * What a leader holds while it leads an election (`Election.campaign`): its term, its lease, and the
  * ways to proclaim, resign and run work that stops with the lead.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
@@ -13,7 +13,7 @@ import type { InvalidArgument, LockLost, LockRedisError } from "./LockError.ts"
  * A lead held by a scope (see `Election.campaign`).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Leadership {
   /** The election's name. */

@@ -62,7 +62,7 @@ export interface LeaseRequest {
    * Set when the key is a semaphore's: the request is for `count` of its `limit` permits, and runs
    * the semaphore's scripts (`SemaphoreScripts`) instead of the lock's. Absent for a lock.
    *
-   * @since 0.3.0
+   * @since 0.2.1
    */
   readonly permits?: Permits | undefined
 }
@@ -71,7 +71,7 @@ export interface LeaseRequest {
  * How many permits of a semaphore a request is for, and the semaphore's limit.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface Permits {
   readonly count: number
@@ -242,7 +242,7 @@ export type ReleaseReply = boolean | "gone"
  * What an election's leader last proclaimed (see `Elections`).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface LeaderRecord {
   /** The leader's term: the fencing token of its grant. */
@@ -265,7 +265,7 @@ export interface LeaderRecord {
  * - `Unproclaimed`: the lock is held by `term` (0 when unknown), which has not proclaimed yet.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type ElectionView =
   | { readonly _tag: "Leading"; readonly record: LeaderRecord }
@@ -276,7 +276,7 @@ export type ElectionView =
  * A proclamation: `value` for the election whose lock key is `key`, as `candidate`, in `term`.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface ProclaimRequest {
   readonly key: string
@@ -295,7 +295,7 @@ export interface ProclaimRequest {
  * with `Wakeups.await(key, ElectionScripts.observerId, millis)`.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Elections {
   /** Writes the record and tells observers, if `term` still leads: `false` when it does not. */
@@ -361,7 +361,7 @@ export interface Backend {
   /**
    * The leader records of elections. Optional: `Election.make` refuses a backend without them.
    *
-   * @since 0.4.0
+   * @since 0.2.1
    */
   readonly elections?: Elections | undefined
   /** Cross-process wake-up on release. Optional: without it, waiters poll with backoff. */
@@ -370,7 +370,7 @@ export interface Backend {
    * Withdraws a waiter from a key's line, as `Wakeups.leave` does, for a backend without wake-ups
    * whose waiters still register: a semaphore's callers keep their place in line while they poll.
    *
-   * @since 0.3.0
+   * @since 0.2.1
    */
   readonly leave?: Wakeups["leave"] | undefined
   /**

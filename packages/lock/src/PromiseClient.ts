@@ -12,7 +12,7 @@
  * `LockRedisError`: classes with a `_tag`, usable with `instanceof`), and a function's own
  * rejection passes through unchanged.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -35,7 +35,7 @@ import * as Semaphore from "./Semaphore.ts"
  * made the first time it is used).
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface PromiseClientOptions {
   readonly lock?: Lock.LockOptions<string> | undefined
@@ -48,7 +48,7 @@ export interface PromiseClientOptions {
  * `"5 seconds"`), and a signal that abandons the wait (the call then rejects).
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface WaitOptions {
   readonly waitTimeout: Duration.Input
@@ -60,7 +60,7 @@ export interface WaitOptions {
  * them when the block ends.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Held extends AsyncDisposable {
   /** The grant's fencing token. */
@@ -77,7 +77,7 @@ export interface Held extends AsyncDisposable {
  * A lead held until resigned (see `Election.campaign`): `await using` resigns when the block ends.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Lead extends Held {
   /** The term: the grant's fencing token. */
@@ -93,7 +93,7 @@ export interface Lead extends Held {
  * The result of a `try...` call: whether it got the lock, and the function's value if it did.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type Attempt<A> = { readonly acquired: true; readonly value: A } | { readonly acquired: false }
 
@@ -102,7 +102,7 @@ export type Attempt<A> = { readonly acquired: true; readonly value: A } | { read
  * rejects with `LockLost`) and the lease.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type Work<A> = (signal: AbortSignal, lease: Handle) => Promise<A>
 
@@ -110,7 +110,7 @@ export type Work<A> = (signal: AbortSignal, lease: Handle) => Promise<A>
  * A Promise client (see the module's description).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface PromiseClient extends AsyncDisposable {
   /** Waits for the lock, runs `work`, releases, and resolves with `work`'s value. */
@@ -210,7 +210,7 @@ const attemptOf = <A>(option: Option.Option<A>): Attempt<A> =>
  * ```
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const make = (
   backend: Layer.Layer<LockBackend, InvalidArgument | LockRedisError>,

@@ -10,7 +10,7 @@
  * it, and readers who come after a waiting writer wait for it: a stream of readers never starves
  * a writer.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -29,7 +29,7 @@ import { maxLimit } from "./internal/semaphoreCalls.ts"
  * `"rwlock"`.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export type ReadWriteLockOptions<K = string> = Semaphore.SemaphoreOptions<K>
 
@@ -37,7 +37,7 @@ export type ReadWriteLockOptions<K = string> = Semaphore.SemaphoreOptions<K>
  * Per-call options of `withReadLock` and `withWriteLock`.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface WithReadWriteLockOptions {
   /** How long to wait: finite and positive. When it runs out the call fails with `TimedOut`. */
@@ -48,7 +48,7 @@ export interface WithReadWriteLockOptions {
  * Per-call options of `acquireRead` and `acquireWrite`.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface AcquireReadWriteLockOptions extends WithReadWriteLockOptions {
   /** See `Lock.AcquireOptions.interruptOnLoss`. Defaults to `true`. */
@@ -64,7 +64,7 @@ type TryBody<R> = <A, E, R2>(
  * A read-write lock client for keys of type `K`.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface ReadWriteLockClient<K> {
   /** The validated namespace. */
@@ -100,7 +100,7 @@ export interface ReadWriteLockClient<K> {
  * ```
  *
  * @category services
- * @since 0.3.0
+ * @since 0.2.1
  */
 export class ReadWriteLock extends Context.Service<ReadWriteLock, ReadWriteLockClient<string>>()(
   "@sage/lock/ReadWriteLock"
@@ -125,7 +125,7 @@ const writer = { limit: maxLimit, permits: maxLimit }
  * ```
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const make = <K = string>(
   options: ReadWriteLockOptions<K> = {}
@@ -160,7 +160,7 @@ export const make = <K = string>(
  * The `ReadWriteLock` service for string keys, over the `LockBackend` in context.
  *
  * @category layers
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const layer = (
   options?: ReadWriteLockOptions<string>
@@ -171,7 +171,7 @@ export const layer = (
  * `withReadLock` of the `ReadWriteLock` service.
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const withReadLock =
   (key: string, options: WithReadWriteLockOptions) =>
@@ -191,7 +191,7 @@ export const withReadLock =
  * ```
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const withWriteLock =
   (key: string, options: WithReadWriteLockOptions) =>

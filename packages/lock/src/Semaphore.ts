@@ -20,7 +20,7 @@
  *   than `limit` permits be held at once: fencing tokens (one sequence per semaphore) let the
  *   resource tell grants apart. See `docs/semaphores.md`.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -43,7 +43,7 @@ import * as WaiterIds from "./internal/waiterIds.ts"
  * Options of a semaphore client. Validated once, when the client or layer is built.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface SemaphoreOptions<K = string> {
   /**
@@ -63,7 +63,7 @@ export interface SemaphoreOptions<K = string> {
  * How many permits of how many a call asks for.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface PermitsOptions {
   /** The semaphore's size: at most this many permits are held at once. A whole number, at least 1. */
@@ -76,7 +76,7 @@ export interface PermitsOptions {
  * Per-call options of `withPermits`.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface WithPermitsOptions extends PermitsOptions {
   /** How long to wait for the permits: finite and positive. When it runs out the call fails with `TimedOut`. */
@@ -87,7 +87,7 @@ export interface WithPermitsOptions extends PermitsOptions {
  * Per-call options of `acquire`.
  *
  * @category options
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface AcquirePermitsOptions extends WithPermitsOptions {
   /**
@@ -101,7 +101,7 @@ export interface AcquirePermitsOptions extends WithPermitsOptions {
  * A semaphore client for keys of type `K`.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface SemaphoreClient<K> {
   /** The validated namespace. */
@@ -152,7 +152,7 @@ export interface SemaphoreClient<K> {
  * ```
  *
  * @category services
- * @since 0.3.0
+ * @since 0.2.1
  */
 export class Semaphore extends Context.Service<Semaphore, SemaphoreClient<string>>()("@sage/lock/Semaphore") {}
 
@@ -177,7 +177,7 @@ export class Semaphore extends Context.Service<Semaphore, SemaphoreClient<string
  * ```
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const make: <K = string>(
   options?: SemaphoreOptions<K>
@@ -232,7 +232,7 @@ export const make: <K = string>(
  * ```
  *
  * @category layers
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const layer = (
   options?: SemaphoreOptions<string>
@@ -252,7 +252,7 @@ export const layer = (
  * ```
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const withPermits =
   (key: string, options: WithPermitsOptions) =>
@@ -263,7 +263,7 @@ export const withPermits =
  * `tryWithPermits` of the `Semaphore` service.
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const tryWithPermits =
   (key: string, options: PermitsOptions) =>
@@ -276,7 +276,7 @@ export const tryWithPermits =
  * `acquire` of the `Semaphore` service.
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const acquire = (
   key: string,

@@ -3,7 +3,7 @@
  * calls, waits and losses under the semaphore's namespace): how many permits its bodies hold now.
  * Export it like every other Effect metric; see `docs/observability.md`.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 import * as Metric from "effect/Metric"
 
@@ -13,7 +13,7 @@ import * as Metric from "effect/Metric"
  * use. Read-write locks count the same way: a reader holds one permit, a writer all of them.
  *
  * @category metrics
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const permitsHeld: Metric.Gauge<number> = Metric.gauge("sage.semaphore.permits.held", {
   description: "permits held by this process's semaphore bodies",

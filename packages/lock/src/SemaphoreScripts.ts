@@ -29,7 +29,7 @@
  * Redis 7.0 or Valkey 7.2 or later, like the lock's. A limit is stored with the semaphore while any
  * holder or waiter uses it: an acquisition with a different limit is refused with both limits.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 import * as Keys from "./internal/keys.ts"
 import * as Lua from "./internal/lua.ts"
@@ -58,7 +58,7 @@ const { clock, fence, fenceStatements, holderHelpers, lineHelpers } = SemaphoreL
  * - Reply `{-1, limit}`: the semaphore is in use with another limit, `limit`; nothing changed.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const acquire = `${clock}if redis.call("EXISTS", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[2]) == 0 then
 ${fenceStatements}redis.call("DEL", KEYS[5])
@@ -147,7 +147,7 @@ return reply
  *   holder's lease had ended, or it was removed (its permits are lost).
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const renew = `${clock}local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 if ends and tonumber(ends) > now then
@@ -172,7 +172,7 @@ return 0
  * - Reply: n integers, 1 where renewed and 0 where that lease was lost, as `renew` answers.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const renewAll = `${clock}local n = #KEYS / 3
 local lease = tonumber(ARGV[n + 1])
@@ -206,7 +206,7 @@ return replies
  *   but the fence key.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const release = `${clock}local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 if ends and tonumber(ends) > now and redis.call("ZCARD", KEYS[1]) == 1 and redis.call("EXISTS", KEYS[2]) == 0 then
@@ -236,7 +236,7 @@ return 0
  * - Reply 1 when the waiter was registered (or had a grant reserved), 0 otherwise.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const leave = `${clock}${fence}${holderHelpers}${lineHelpers}local waiter = ARGV[1]
 local removed = redis.call("ZREM", KEYS[2], waiter)
@@ -265,7 +265,7 @@ return removed
  * - Reply: the remaining lease in milliseconds when the token holds permits, -2 otherwise.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const check = `${clock}local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 if ends and tonumber(ends) > now then
@@ -280,7 +280,7 @@ return -2
  * waiters' asks. All share the semaphore key's hash tag.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const keysOf = (semaphoreKey: string): readonly [string, string, string, string, string, string] => [
   semaphoreKey,
@@ -296,7 +296,7 @@ export const keysOf = (semaphoreKey: string): readonly [string, string, string, 
  * fence key.
  *
  * @category scripting
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const renewKeysOf = (semaphoreKey: string): readonly [string, string, string] => [
   semaphoreKey,
@@ -308,6 +308,6 @@ export const renewKeysOf = (semaphoreKey: string): readonly [string, string, str
  * The permits hash of a semaphore (see the module's header).
  *
  * @category keys
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const permitsKey = (semaphoreKey: string): string => Keys.permitsKey(semaphoreKey)

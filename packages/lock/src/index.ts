@@ -66,21 +66,21 @@ export * as MemoryBackend from "./MemoryBackend.ts"
  * The `Semaphore` service: `withPermits`, `tryWithPermits`, `acquire`: at most `limit` permits of a
  * key held at once, across processes.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export * as Semaphore from "./Semaphore.ts"
 
 /**
  * The semaphore's Lua scripts and key layout (holders scored with the server's clock, a fair line).
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export * as SemaphoreScripts from "./SemaphoreScripts.ts"
 
 /**
  * The metric every semaphore client records: the permits its bodies hold now.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export * as SemaphoreMetrics from "./SemaphoreMetrics.ts"
 
@@ -88,7 +88,7 @@ export * as SemaphoreMetrics from "./SemaphoreMetrics.ts"
  * The `ReadWriteLock` service: `withReadLock`, `withWriteLock` and their `try` and scoped forms:
  * many readers or one writer, first come, first served.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export * as ReadWriteLock from "./ReadWriteLock.ts"
 
@@ -96,7 +96,7 @@ export * as ReadWriteLock from "./ReadWriteLock.ts"
  * The `Election` service: `campaign`, `observe`, `leader` and `run`: one leader at a time, a term
  * per leadership, and a stream of who leads.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as Election from "./Election.ts"
 
@@ -104,21 +104,21 @@ export * as Election from "./Election.ts"
  * The metrics every election client records: terms won, how long each lead lasted, and how late
  * observers see a new term.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as ElectionMetrics from "./ElectionMetrics.ts"
 
 /**
  * `Leadership`: what a leader holds while it leads an election (`Election.campaign`).
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as Leadership from "./Leadership.ts"
 
 /**
  * The election protocol: the Lua scripts that publish and read who leads an election.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as ElectionScripts from "./ElectionScripts.ts"
 
@@ -126,6 +126,6 @@ export * as ElectionScripts from "./ElectionScripts.ts"
  * The Promise API: locks, semaphores and elections for code outside Effect, with `AbortSignal`s
  * and `await using` handles.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as PromiseClient from "./PromiseClient.ts"

@@ -21,7 +21,7 @@
  * })
  * ```
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Effect from "effect/Effect"
 import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
@@ -40,7 +40,7 @@ export type { Connection } from "./CommandBackend.ts"
  * A deployment as the admin functions reach it through some client.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Target {
   /**
@@ -88,7 +88,7 @@ const adminTarget = (target: Target): AdminTarget => {
  * `LockAdmin.inspect` over `target`: what the server says about one lock, read atomically.
  *
  * @category locks
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const inspectLock = (
   target: Target,
@@ -100,7 +100,7 @@ export const inspectLock = (
  * `LockAdmin.list` over `target`: every lock of a namespace the servers know about.
  *
  * @category locks
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const listLocks = (
   target: Target,
@@ -114,7 +114,7 @@ export const listLocks = (
  * (requires `{ force: true }`); see `LockAdmin.forceRelease` for what that does to a live holder.
  *
  * @category locks
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const forceReleaseLock = (
   target: Target,
@@ -126,7 +126,7 @@ export const forceReleaseLock = (
  * `SemaphoreAdmin.inspect` over `target`: a semaphore's limit, holders and waiters, read atomically.
  *
  * @category semaphores
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const inspectSemaphore = (
   target: Target,
@@ -139,7 +139,7 @@ export const inspectSemaphore = (
  * `SemaphoreAdmin.list` over `target`: every semaphore of a namespace in use.
  *
  * @category semaphores
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const listSemaphores = (
   target: Target,
@@ -153,7 +153,7 @@ export const listSemaphores = (
  * is (requires `{ force: true }`), and serves the line.
  *
  * @category semaphores
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const forceReleaseSemaphore = (
   target: Target,

@@ -42,7 +42,7 @@
  * )
  * ```
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -63,7 +63,7 @@ import { watchable } from "./internal/wakeups/watchable.ts"
  * strings, arrays as arrays, nil as `null`), or rejects with the client's error.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Connection {
   readonly send: (args: ReadonlyArray<string>) => Promise<unknown>
@@ -80,7 +80,7 @@ export interface Connection {
  * with one listener, and unsubscribes it with that same listener.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Subscriber {
   readonly subscribe: (channel: string, listener: (message: string) => void) => Promise<unknown>
@@ -105,7 +105,7 @@ export interface Subscriber {
  * A subscriber's own connection, watched for silence (see `Subscriber.connection`).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface SubscriberConnection {
   /** Connected, and not closed since. */
@@ -120,7 +120,7 @@ export interface SubscriberConnection {
  * Turns what a client rejected a command with into the lock's `LockRedisError`.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type Classify = (command: string, error: unknown) => LockRedisError
 
@@ -128,7 +128,7 @@ export type Classify = (command: string, error: unknown) => LockRedisError
  * Options of `make`.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Options {
   /** What the backend is, for logs and spans (e.g. `"ioredis standalone"`). */
@@ -150,7 +150,7 @@ export interface Options {
  * `READONLY`...): retryable when it is a temporary refusal (`LOADING`, `BUSY`, `READONLY`, ...).
  *
  * @category failures
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const replyFailure: (command: string, message: string, cause: unknown) => LockRedisError = Failures.replyFailure
 
@@ -159,7 +159,7 @@ export const replyFailure: (command: string, message: string, cause: unknown) =>
  * are retryable connection failures, an `AbortError` a timeout, anything else a permanent failure.
  *
  * @category failures
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const otherFailure: (command: string, error: unknown) => LockRedisError = Failures.otherFailure
 
@@ -168,7 +168,7 @@ export const otherFailure: (command: string, error: unknown) => LockRedisError =
  * space (`"NOPERM this user..."`) is read as that server reply, anything else by `otherFailure`.
  *
  * @category failures
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const classifyByShape: Classify = (command, error) =>
   error instanceof Error && /^[A-Z][A-Z_]+ /.test(error.message)
@@ -181,7 +181,7 @@ export const classifyByShape: Classify = (command, error) =>
  * node-redis backends use it for the connections they open.
  *
  * @category connections
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const reconnectDelay: (retries: number) => number = defaultReconnect
 
@@ -190,7 +190,7 @@ export const reconnectDelay: (retries: number) => number = defaultReconnect
  * subscriber, which `options.subscriber` opens and owns) follows the scope.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const make = (options: Options): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
@@ -237,7 +237,7 @@ export const make = (options: Options): Effect.Effect<LockBackend.Backend, Inval
  * connection is ready, its (re)connections, and closing it at once.
  *
  * @category connections
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface ReplaceableClient {
   /** Whether the client counts its connection as ready: only a ready connection is checked for silence. */
@@ -266,7 +266,7 @@ export interface ReplaceableClient {
  * with the scope, or when it is replaced.
  *
  * @category connections
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const replaceWhenSilent = (options: {
   readonly open: Effect.Effect<ReplaceableClient, LockRedisError, Scope.Scope>
@@ -298,7 +298,7 @@ export const replaceWhenSilent = (options: {
  * The options of `fencedSet`: `FencedWrite.SetOptions`.
  *
  * @category fenced writes
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type FencedSetOptions = SetOptions
 
@@ -306,7 +306,7 @@ export type FencedSetOptions = SetOptions
  * The outcome of `fencedSet`: `FencedWrite.SetResult`.
  *
  * @category fenced writes
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type FencedSetResult = SetResult
 
@@ -335,7 +335,7 @@ export type FencedSetResult = SetResult
  * ```
  *
  * @category fenced writes
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const fencedSet = (
   connection: Connection,

@@ -47,7 +47,7 @@
  * )
  * ```
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -77,7 +77,7 @@ export type { Shard, SlotMap } from "./internal/replicated/cluster/slotMap.ts"
  * ```
  *
  * @category cluster
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const slotOf: (key: string) => number = Slot.slotOf
 
@@ -85,7 +85,7 @@ export const slotOf: (key: string) => number = Slot.slotOf
  * Options of `make`.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Options {
   /** What the backend is, for logs and spans (e.g. `"ioredis cluster"`). */
@@ -117,7 +117,7 @@ const invalid = (field: string, value: unknown, reason: string) =>
  * scope. Fails with `InvalidArgument` when an option is not of the kind described.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const make = (options: Options): Effect.Effect<LockBackend.Backend, InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {

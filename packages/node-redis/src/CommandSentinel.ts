@@ -18,7 +18,7 @@
  *
  * This module does not load node-redis: `@sage/lock-ioredis` builds its Sentinel backend on it.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -38,7 +38,7 @@ import * as SentinelTopology from "./internal/replicated/sentinel/sentinel.ts"
  * refuses a command at once while disconnected (another sentinel answers the question).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface SentinelConnection {
   /** Sends one command (name first, all text); resolves with the reply as `CommandBackend.Connection` says. */
@@ -52,7 +52,7 @@ export interface SentinelConnection {
  * again when it does.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface SubscriberConnection {
   /** Connected, and not closed since (a silent one is then asked `PING`). */
@@ -72,7 +72,7 @@ type Node = { readonly host: string; readonly port: number }
  * Options of `make`.
  *
  * @category options
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Options {
   /** What the backend is, for logs and spans (e.g. `"ioredis sentinel"`). */
@@ -140,7 +140,7 @@ const checkOptions = (options: Options): Effect.Effect<void, InvalidArgument> =>
  * called `name`; with `LockRedisError` when no master is named within `connectTimeoutMillis`.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const make = (
   options: Options

@@ -6,7 +6,7 @@
  * The functions take the same node-redis clients as `LockAdmin` (`createClient`, `createSentinel`,
  * `createCluster`), and the key format of `SemaphoreScripts`.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 import type * as Effect from "effect/Effect"
 import type { InvalidArgument, LockRedisError } from "@sage/lock/LockError"
@@ -35,7 +35,7 @@ export type { SemaphoreHolder, SemaphoreInfo, SemaphoreWaiter } from "./internal
  * ```
  *
  * @category inspection
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const inspect = (
   client: Client,
@@ -48,7 +48,7 @@ export const inspect = (
  * finds locks. Locks are left out, and so are semaphores that have left only their fence key.
  *
  * @category inspection
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const list = (
   client: Client,
@@ -76,7 +76,7 @@ export const list = (
  * ```
  *
  * @category administration
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const forceRelease = (
   client: Client,

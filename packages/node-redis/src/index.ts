@@ -25,7 +25,7 @@ export * as EffectRedisBackend from "./EffectRedisBackend.ts"
  * The standalone backend over any client that can send a command (what `@sage/lock-ioredis` is
  * built on). Import it from `@sage/lock-node-redis/CommandBackend` to leave node-redis unloaded.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as CommandBackend from "./CommandBackend.ts"
 
@@ -34,7 +34,7 @@ export * as CommandBackend from "./CommandBackend.ts"
  * (what `@sage/lock-ioredis`'s Cluster backend is built on). Import it from
  * `@sage/lock-node-redis/CommandCluster` to leave node-redis unloaded.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as CommandCluster from "./CommandCluster.ts"
 
@@ -43,7 +43,7 @@ export * as CommandCluster from "./CommandCluster.ts"
  * master (what `@sage/lock-ioredis`'s Sentinel backend is built on). Import it from
  * `@sage/lock-node-redis/CommandSentinel` to leave node-redis unloaded.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as CommandSentinel from "./CommandSentinel.ts"
 
@@ -52,7 +52,7 @@ export * as CommandSentinel from "./CommandSentinel.ts"
  * `@sage/lock-ioredis`'s `IoredisAdmin` is built on). Import it from
  * `@sage/lock-node-redis/CommandAdmin` to leave node-redis unloaded.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 export * as CommandAdmin from "./CommandAdmin.ts"
 
@@ -74,6 +74,6 @@ export * as LockAdmin from "./LockAdmin.ts"
  * Operating semaphores and read-write locks from outside: `inspect` (limit, holders with their
  * permits and leases, waiters), `list` (by `SCAN`) and `forceRelease` of one holder.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export * as SemaphoreAdmin from "./SemaphoreAdmin.ts"

@@ -58,8 +58,8 @@ for (const flavor of ServerBinary.flavorsUnderTest()) {
           [
             // Changing a script changes its hash: every process sharing a namespace must run the same
             // protocol, so a change here is a protocol change, called out in the changelog (see
-            // CONTRIBUTING.md). The lock's eight are those of 0.2.0; the semaphore's six (0.3.0) and
-            // the election's three (0.4.0) are new since, on keys of their own (an election's lock
+            // CONTRIBUTING.md). The lock's eight are those of 0.2.0; the semaphore's six and the
+            // election's three are new since (unreleased), on keys of their own (an election's lock
             // key runs the lock's scripts), so locks are unaffected by them.
             "936a26e32631d5b66cb890f984ed6a5823fae6ca",
             "bf20c7939e2f35338ef3e69fc221cc7a3fad9bde",

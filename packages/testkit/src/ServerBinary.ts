@@ -25,14 +25,14 @@ export const all: ReadonlyArray<Flavor> = ["redis7", "valkey8"]
  * The newer servers, Redis 8.0 and Valkey 9.1. The kit starts them like the others; the suites stay
  * on `all`, and the tests written for these ask for them with `flavorsUnderTest(newer)`.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const newer: ReadonlyArray<Flavor> = ["redis8", "valkey9"]
 
 /**
  * Every flavor the kit can start: `all`, then `newer`.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 export const known: ReadonlyArray<Flavor> = [...all, ...newer]
 

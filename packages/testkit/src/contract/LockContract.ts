@@ -35,7 +35,7 @@ import type { Reach } from "./support.ts"
  * Options of the suites.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface SuiteOptions {
   /**
@@ -84,7 +84,7 @@ export const suite = <E>(
  * ```
  *
  * @category testing
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const semaphoreSuite = <E>(
   name: string,

@@ -45,7 +45,7 @@ export class ServerControl extends Context.Service<ServerControl, Control>()("@s
  * Sentinel master, the Cluster master of the key's slot).
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const via = (label: string, nodeFor: (key: string) => Effect.Effect<RedisServer.RedisServer>): Control => {
   const on = <A>(key: string, f: (server: RedisServer.RedisServer) => Effect.Effect<A, unknown>) =>
@@ -72,7 +72,7 @@ export const via = (label: string, nodeFor: (key: string) => Effect.Effect<Redis
  * The control of one standalone server.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const ofServer = (server: RedisServer.RedisServer): Control =>
   via(`${server.flavor} standalone`, () => Effect.succeed(server))
@@ -103,7 +103,7 @@ export const ofServer = (server: RedisServer.RedisServer): Control =>
  * ```
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.2.1
  */
 export const ofKeys = (label: string, keys: MemoryBackend.Keys): Control => {
   const unreachable = (what: string) => Effect.die(new Error(`${label} has no server: ${what} needs reach "server"`))

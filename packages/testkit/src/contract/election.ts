@@ -3,7 +3,7 @@
  * change in term order, resigning handing over without waiting out the lease, a lost lead stopping
  * its work and its term, and one leader at a time under concurrent campaigns.
  *
- * @since 0.4.0
+ * @since 0.2.1
  */
 import { assert, type Vitest } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"

@@ -4,7 +4,7 @@
  * fencing tokens, waiters that give up, nothing left behind; readers sharing, writers alone and not
  * starved.
  *
- * @since 0.3.0
+ * @since 0.2.1
  */
 import { assert, type Vitest } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"

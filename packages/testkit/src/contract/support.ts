@@ -83,7 +83,7 @@ export const forkUntilInside = <A, E, R>(
  * - `"backend"`: the backend alone; only the tests that need nothing else run.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export type Reach = "server" | "keys" | "backend"
 

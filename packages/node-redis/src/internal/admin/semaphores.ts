@@ -13,7 +13,7 @@ import { type AdminTarget, checkLockKey, confirmForce, type ForceReleaseOptions,
  * One holder of a semaphore's permits.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface SemaphoreHolder {
   /** The holder's token (what `forceRelease` takes). */
@@ -29,7 +29,7 @@ export interface SemaphoreHolder {
  * One waiter in a semaphore's line, in arrival order.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface SemaphoreWaiter {
   readonly id: string
@@ -41,7 +41,7 @@ export interface SemaphoreWaiter {
  * What the server says about one semaphore (or read-write lock).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.2.1
  */
 export interface SemaphoreInfo {
   /** The semaphore's Redis key (`<namespace>:{<key>}`). */

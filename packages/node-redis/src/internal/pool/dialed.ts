@@ -8,7 +8,7 @@ import type { Dialer, PoolClient } from "./dialer.ts"
  * by itself, nor queue commands while disconnected, and must deliver commands in order.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface DialedConnection {
   /** False once its socket closed (dropped, or destroyed). */

@@ -14,7 +14,7 @@ import { slotOf } from "./slot.ts"
  * replica list: the master's own list then counts).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface Shard {
   readonly master: string
@@ -25,7 +25,7 @@ export interface Shard {
  * The client's view of the Cluster's slots.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.2.1
  */
 export interface SlotMap {
   /** The shard serving `slot` (0 to 16383) in the client's current view: a plain look-up, no I/O. */
