@@ -8,6 +8,7 @@
 //   npm run faults -- --scenarios baseline,key-theft --deployments standalone --servers redis7
 //   npm run faults -- --scenarios 'semaphore-*'      # a trailing * matches every id with that prefix
 //   npm run faults -- --scenarios 'election-*'       # the election cells
+//   npm run faults -- --scenarios 'semaphore-*' --servers redis8,valkey9   # on the newer servers
 //   npm run faults -- --help                         # this text, and the scenario ids
 //   (a filtered run writes nothing unless --out FILE is given)
 // FAULTS_DEBUG=1 prints library warnings and timings; FAULTS_LINES=DIR writes every cell's lines to DIR.
@@ -51,7 +52,7 @@ const matches = (pattern: string, id: string): boolean =>
 const usage = `npm run faults [-- options]: the fault matrix (scripts/faults). Without a filter it runs every cell and writes docs/faults.md.
   --scenarios a,b,prefix-*   only these scenarios (a trailing * matches every id with that prefix)
   --deployments standalone,ioredis,sentinel,ioredis-sentinel,cluster,ioredis-cluster   (ioredis-*: through the ioredis backend)
-  --servers ${ServerBinary.all.join(",")}
+  --servers ${ServerBinary.known.join(",")}   only these servers (by default ${ServerBinary.all.join(" and ")}; the newer ones run when named)
   --jobs N                   N cells at a time
   --alternate                each scenario x deployment on one server flavor, the flavors taking turns
   --out FILE                 write the report there (a filtered run writes none otherwise)
@@ -70,7 +71,10 @@ const program = Effect.gen(function* () {
   if (unknown.length > 0) return yield* Effect.die(new Error(`unknown scenarios: ${unknown.join(", ")}`))
   const filtered = onlyScenarios !== undefined || onlyDeployments !== undefined || onlyServers !== undefined
   const out = argument("out") ?? (filtered ? undefined : docsPath)
-  const flavors = ServerBinary.all.filter((f) => onlyServers === undefined || onlyServers.includes(f))
+  const unknownServers = (onlyServers ?? []).filter((name) => !ServerBinary.known.some((f) => f === name))
+  if (unknownServers.length > 0) return yield* Effect.die(new Error(`unknown servers: ${unknownServers.join(", ")}`))
+  const flavors =
+    onlyServers === undefined ? ServerBinary.all : ServerBinary.known.filter((f) => onlyServers.includes(f))
   const kinds = deploymentKinds.filter((k) => onlyDeployments === undefined || onlyDeployments.includes(k))
   const cells: Array<{ scenario: (typeof scenarios)[number]; kind: DeploymentKind; flavor: ServerBinary.Flavor }> = []
   // `--alternate`: each scenario x deployment on one flavor, taking turns, so both flavors are covered
