@@ -67,3 +67,11 @@ export const awaitAttachedReplica = (context: FaultContext, restartedAt: number,
     }
     yield* context.note(`no replica attached to the master within ${withinMillis} ms of the restart`)
   })
+
+/** Applies ACL `rules` to the workers' user on every node of the deployment (`ACL SETUSER`). */
+export const setWorkersAcl = (context: FaultContext, ...rules: ReadonlyArray<string>) =>
+  Effect.forEach(
+    context.deployment.nodes,
+    (node) => node.command("ACL", "SETUSER", Deployments.aclUser.username, ...rules),
+    { discard: true }
+  )

@@ -3,8 +3,7 @@
 // ACL. Listed first in scenarios.ts.
 import * as Effect from "effect/Effect"
 import { Faults } from "@sage/lock-testkit"
-import * as Deployments from "./deployments.ts"
-import { all, awaitAttachedReplica, direct, killMasterAndWaitForFailover, target } from "./injection.ts"
+import { all, awaitAttachedReplica, direct, killMasterAndWaitForFailover, setWorkersAcl, target } from "./injection.ts"
 import type { Scenario } from "./scenario.ts"
 
 const fillerCount = 100_000
@@ -215,13 +214,8 @@ export const serverScenarios: ReadonlyArray<Scenario> = [
     deploymentOptions: { aclUser: true },
     inject: (context) =>
       Effect.gen(function* () {
-        const nodes = context.deployment.nodes
-        const set = (...rules: ReadonlyArray<string>) =>
-          Effect.forEach(nodes, (node) => node.command("ACL", "SETUSER", Deployments.aclUser.username, ...rules), {
-            discard: true
-          })
-        yield* set("-evalsha", "-eval")
-        yield* Effect.sleep(1500).pipe(Effect.ensuring(Effect.ignore(set("+evalsha", "+eval"))))
+        yield* setWorkersAcl(context, "-evalsha", "-eval")
+        yield* Effect.sleep(1500).pipe(Effect.ensuring(Effect.ignore(setWorkersAcl(context, "+evalsha", "+eval"))))
       })
   },
   {

@@ -4,9 +4,9 @@
 import * as Effect from "effect/Effect"
 import { LockScripts } from "@sage/lock"
 import { type RedisServer, TestkitError } from "@sage/lock-testkit"
-import * as Deployments from "./deployments.ts"
 import { monotonicMicros } from "./protocol.ts"
 import type { FaultContext, Scenario, WorkerView } from "./scenario.ts"
+import { setWorkersAcl } from "./injection.ts"
 import { registrationLifetimeMillis } from "./serverState.ts"
 
 const injectionFailed = (message: string) => new TestkitError.TestkitError({ reason: "Timeout", message })
@@ -195,19 +195,15 @@ export const waitingScenarios: ReadonlyArray<Scenario> = [
     inject: (context) =>
       Effect.gen(function* () {
         const nodes = context.deployment.nodes
-        const set = (...rules: ReadonlyArray<string>) =>
-          Effect.forEach(nodes, (node) => node.command("ACL", "SETUSER", Deployments.aclUser.username, ...rules), {
-            discard: true
-          })
         const before = yield* loopCounters(nodes)
         const from = Date.now()
-        yield* set("-subscribe", "-ssubscribe")
+        yield* setWorkersAcl(context, "-subscribe", "-ssubscribe")
         const after = yield* Effect.gen(function* () {
           // Subscriptions in place survive a permission change: their connections must come back to need it.
           yield* Effect.forEach(nodes, (node) => node.command("CLIENT", "KILL", "TYPE", "pubsub"), { discard: true })
           yield* Effect.sleep(subscribeRevokedMillis)
           return yield* loopCounters(nodes)
-        }).pipe(Effect.ensuring(Effect.ignore(set("+subscribe", "+ssubscribe"))))
+        }).pipe(Effect.ensuring(Effect.ignore(setWorkersAcl(context, "+subscribe", "+ssubscribe"))))
         const seconds = (Date.now() - from) / 1000
         // Each admin command above opened a connection of its own on every node: ACL SETUSER, CLIENT KILL, INFO.
         const connections = after.connections - before.connections - 3 * nodes.length
